@@ -1,0 +1,1 @@
+"""Shared building blocks: configuration, session, I/O, Spark practices and run reports."""

@@ -1,0 +1,89 @@
+"""What every job's entry point shares: common flags, config loading and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sparkfield.core.conf import Config, ConfigError, load_config
+from sparkfield.core.io import InputError
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+
+
+def base_parser(job: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"submit.sh {job}", description=description)
+    parser.add_argument("--profile", default="local", help="conf overlay: local, cluster, gpu")
+    parser.add_argument("--conf-dir", default=None, help="directory with base.yaml (default: ./conf)")
+    parser.add_argument("--output", default=None, help="output directory (replaced atomically)")
+    parser.add_argument("--sample", type=float, default=None,
+                        help="fraction of the input to use (seeded), e.g. 0.01 for a first look")
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError("must be in (0, 1]")
+    return value
+
+
+def key_values(text: str) -> dict[str, float]:
+    """``theft=50,mischief=100`` -> {"theft": 50.0, "mischief": 100.0}."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected NAME=METRES, got {part!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number in {part!r}") from exc
+    return out
+
+
+def main(
+    job: str,
+    parser: argparse.ArgumentParser,
+    overrides: Callable[[argparse.Namespace], dict[str, Any]],
+    run: Callable[[Any, Config], Any],
+    describe: Callable[[Any], str] | None = None,
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Parse flags, load conf, build the session, run, and map failures to exit codes:
+    0 ok, 2 bad input or flags, 1 internal failure."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        cfg = load_config(job, args.profile, args.conf_dir, overrides(args))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from sparkfield.core.session import build_session
+
+    spark = build_session(cfg)
+    try:
+        result = run(spark, cfg)
+        if describe is not None:
+            print(describe(result))
+        return EXIT_OK
+    except (InputError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception:
+        logging.getLogger("sparkfield").exception("job %s failed", job)
+        return EXIT_INTERNAL
+    finally:
+        spark.stop()

@@ -1,0 +1,156 @@
+"""Configuration: base + profile + job YAML, then command-line overrides.
+
+The merged result is a plain nested dict wrapped in :class:`Config`, which gives typed access
+to the parts every job shares (Spark settings, practices) and leaves the job section to the
+job's own typed parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONF_ENV = "SPARKFIELD_CONF_DIR"
+
+
+class ConfigError(ValueError):
+    """A configuration file or flag is missing or invalid."""
+
+
+def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """Return ``base`` updated by ``overlay`` recursively; ``None`` in the overlay keeps nothing
+    special (it sets the value to None) so profiles can unset a base setting explicitly."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def find_conf_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where the YAML files are: the flag, then $SPARKFIELD_CONF_DIR, then ./conf, then the
+    working directory itself (spark-submit --files puts files there, flattened)."""
+    candidates: list[Path] = []
+    if explicit:
+        candidates.append(Path(explicit))
+    if os.environ.get(CONF_ENV):
+        candidates.append(Path(os.environ[CONF_ENV]))
+    candidates += [Path.cwd() / "conf", Path.cwd()]
+    for cand in candidates:
+        if (cand / "base.yaml").is_file():
+            return cand
+    if explicit:
+        raise ConfigError(f"no base.yaml in conf dir {explicit}")
+    raise ConfigError(
+        "cannot find the conf directory (base.yaml): pass --conf-dir or set " + CONF_ENV
+    )
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _job_file(conf_dir: Path, job: str) -> Path | None:
+    for cand in (conf_dir / "jobs" / f"{job}.yaml", conf_dir / f"{job}.yaml"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    app_name: str
+    master: str | None
+    conf: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Practices:
+    sample_seed: int = 42
+    storage_level: str = "MEMORY_AND_DISK"
+    checkpoint_dir: str = "/tmp/sparkfield/checkpoints"
+    checkpoint_every: int = 3
+    local_checkpoint: bool = False
+    skew_ratio_threshold: float = 4.0
+
+
+@dataclass
+class Config:
+    """Merged configuration of one job run."""
+
+    job_name: str
+    profile: str
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def spark(self) -> SparkSettings:
+        s = self.raw.get("spark", {})
+        conf = {k: _spark_value(v) for k, v in (s.get("conf") or {}).items() if v is not None}
+        return SparkSettings(s.get("app_name", "sparkfield"), s.get("master"), conf)
+
+    @property
+    def practices(self) -> Practices:
+        p = self.raw.get("practices", {}) or {}
+        known = {k: v for k, v in p.items() if k in Practices.__dataclass_fields__}
+        return Practices(**known)
+
+    @property
+    def job(self) -> dict[str, Any]:
+        return self.raw.get("job", {})
+
+
+def _spark_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def load_config(
+    job: str,
+    profile: str = "local",
+    conf_dir: str | os.PathLike[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Config:
+    """Merge ``base.yaml``, ``<profile>.yaml`` and ``jobs/<job>.yaml`` (under key ``job``), then
+    ``overrides`` (a nested dict, usually from flags; None values are ignored)."""
+    root = find_conf_dir(conf_dir)
+    merged = _read_yaml(root / "base.yaml")
+    prof = root / f"{profile}.yaml"
+    if not prof.is_file():
+        raise ConfigError(f"unknown profile {profile!r}: no {prof}")
+    merged = deep_merge(merged, _read_yaml(prof))
+    job_file = _job_file(root, job)
+    merged["job"] = deep_merge(merged.get("job", {}) or {}, _read_yaml(job_file) if job_file else {})
+    if overrides:
+        merged = deep_merge(merged, _drop_none(overrides))
+    return Config(job_name=job, profile=profile, raw=merged)
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            sub = _drop_none(v)
+            if sub:
+                out[k] = sub
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def config_from_dict(job: str, raw: dict[str, Any], profile: str = "inline") -> Config:
+    """A Config built in code (tests, notebooks) from the same shape the YAML files have."""
+    return Config(job_name=job, profile=profile, raw=copy.deepcopy(raw))

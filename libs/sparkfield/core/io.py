@@ -1,0 +1,201 @@
+"""Reading with rejects, and atomic writing of a job's output directory.
+
+Outputs go to a staging directory beside the final one and are swapped into place only when
+the whole job succeeded, so a failed run leaves the previous result untouched and a repeated
+run never leaves a mix of two. All file operations go through Hadoop's FileSystem API, so the
+same code writes to local disk, HDFS or an object store.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+CORRUPT_COL = "_corrupt_record"
+
+REJECTS_SCHEMA = T.StructType(
+    [
+        T.StructField("source", T.StringType(), False),
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("record", T.StringType(), True),
+    ]
+)
+
+
+class InputError(ValueError):
+    """An input is missing or unusable as a whole (not a bad row: those become rejects)."""
+
+
+def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    jvm = spark.sparkContext._jvm
+    jpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return fs, jpath
+
+
+def path_exists(spark: SparkSession, path: str) -> bool:
+    fs, jpath = _fs(spark, path)
+    return bool(fs.exists(jpath))
+
+
+def require_path(spark: SparkSession, path: str, what: str) -> None:
+    """Fail early, naming the flag's meaning, when an input does not exist."""
+    if not path_exists(spark, path):
+        raise InputError(f"{what} not found: {path}")
+
+
+def read_text_file(spark: SparkSession, path: str) -> str:
+    """The whole content of a small file (conf, GeoJSON) from any Hadoop filesystem."""
+    fs, jpath = _fs(spark, path)
+    stream = fs.open(jpath)
+    try:
+        jvm = spark.sparkContext._jvm
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    raw = bytes(data)
+    if path.endswith(".gz"):
+        import gzip
+
+        raw = gzip.decompress(raw)
+    return raw.decode("utf-8")
+
+
+def csv_header(spark: SparkSession, path: str, **options: str) -> list[str]:
+    """Column names of a CSV file without scanning it (reads the first line only)."""
+    return spark.read.options(header="true", inferSchema="false", **options).csv(path).columns
+
+
+def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
+    """A CSV with every column as string plus ``_corrupt_record`` for rows that do not parse
+    (wrong number of fields, broken quoting). Typing is left to the caller, who can then say
+    exactly why a value is unusable instead of Spark silently turning it into null."""
+    require_path(spark, path, "input")
+    cols = csv_header(spark, path, **options)
+    if not cols:
+        raise InputError(f"{path}: empty file or no header")
+    schema = T.StructType(
+        [T.StructField(c, T.StringType(), True) for c in cols]
+        + [T.StructField(CORRUPT_COL, T.StringType(), True)]
+    )
+    return (
+        spark.read.options(
+            header="true", mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COL, **options
+        )
+        .schema(schema)
+        .csv(path)
+    )
+
+
+def as_record(df: DataFrame, exclude: tuple[str, ...] = ()) -> Column:
+    """The raw row as JSON text (or the unparsed line for corrupt rows), for rejects."""
+    cols = [c for c in df.columns if c != CORRUPT_COL and c not in exclude]
+    as_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in cols]))
+    if CORRUPT_COL in df.columns:
+        return F.coalesce(F.col(CORRUPT_COL), as_json)
+    return as_json
+
+
+def rejects_of(df: DataFrame, source: str, reason_col: str = "reject_reason") -> DataFrame:
+    """Rows of ``df`` whose ``reason_col`` is set, in the shared rejects schema."""
+    return df.where(F.col(reason_col).isNotNull()).select(
+        F.lit(source).alias("source"),
+        F.col(reason_col).alias("reason"),
+        as_record(df, exclude=(reason_col,)).alias("record"),
+    )
+
+
+def empty_rejects(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], REJECTS_SCHEMA)
+
+
+class AtomicOutput:
+    """A job's output directory, written in a staging directory and swapped in on commit.
+
+    Use as a context manager: the staging directory is committed when the block succeeds
+    and deleted when it raises.
+    """
+
+    def __init__(self, spark: SparkSession, final_path: str):
+        self.spark = spark
+        self.final = final_path.rstrip("/")
+        token = uuid.uuid4().hex[:12]
+        self.staging = f"{self.final}.__staging-{token}"
+        self._old = f"{self.final}.__old-{token}"
+        self.files: list[str] = []
+
+    def path(self, name: str) -> str:
+        self.files.append(name)
+        return f"{self.staging}/{name}"
+
+    def write_bytes(self, name: str, data: bytes) -> str:
+        fs, jpath = _fs(self.spark, self.path(name))
+        out = fs.create(jpath, True)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+        return f"{self.final}/{name}"
+
+    def write_text(self, name: str, text: str) -> str:
+        return self.write_bytes(name, text.encode("utf-8"))
+
+    def write_csv(self, name: str, frame: pd.DataFrame) -> str:
+        """A small result (already on the driver) as one CSV file."""
+        buf = io.StringIO()
+        frame.to_csv(buf, index=False, lineterminator="\n")
+        return self.write_text(name, buf.getvalue())
+
+    def write_parquet(self, name: str, df: DataFrame, partitions: int | None = None) -> str:
+        if partitions:
+            df = df.coalesce(partitions)
+        df.write.mode("overwrite").parquet(self.path(name))
+        return f"{self.final}/{name}"
+
+    def commit(self) -> None:
+        fs, final = _fs(self.spark, self.final)
+        _, staging = _fs(self.spark, self.staging)
+        _, old = _fs(self.spark, self._old)
+        if not fs.exists(staging):
+            fs.mkdirs(staging)
+        parent = final.getParent()
+        if parent is not None and not fs.exists(parent):
+            fs.mkdirs(parent)
+        had_old = bool(fs.exists(final))
+        if had_old and not fs.rename(final, old):
+            raise OSError(f"cannot move previous output {self.final} aside")
+        if not fs.rename(staging, final):
+            if had_old:
+                fs.rename(old, final)
+            raise OSError(f"cannot move {self.staging} to {self.final}")
+        if had_old:
+            fs.delete(old, True)
+
+    def abort(self) -> None:
+        fs, staging = _fs(self.spark, self.staging)
+        if fs.exists(staging):
+            fs.delete(staging, True)
+
+    def __enter__(self) -> AtomicOutput:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+@contextmanager
+def atomic_output(spark: SparkSession, final_path: str) -> Iterator[AtomicOutput]:
+    out = AtomicOutput(spark, final_path)
+    with out:
+        yield out

@@ -1,0 +1,161 @@
+"""The Spark practices every job uses: sample first, cache what is reused (and release it),
+checkpoint iterative work, measure and fix skew."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkfield.core.report import RunReport
+
+
+def sample(df: DataFrame, fraction: float | None, seed: int = 42) -> DataFrame:
+    """A seeded Bernoulli sample; ``None`` or ``1.0`` returns ``df`` unchanged."""
+    if fraction is None or fraction >= 1.0:
+        return df
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"sample fraction must be in (0, 1], got {fraction}")
+    return df.sample(withReplacement=False, fraction=fraction, seed=seed)
+
+
+def storage_level(name: str | StorageLevel) -> StorageLevel:
+    if isinstance(name, StorageLevel):
+        return name
+    try:
+        return getattr(StorageLevel, name.upper())
+    except AttributeError as exc:
+        raise ValueError(f"unknown storage level {name!r}") from exc
+
+
+@contextmanager
+def cached(
+    df: DataFrame,
+    name: str = "df",
+    level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK,
+    report: RunReport | None = None,
+) -> Iterator[DataFrame]:
+    """Persist ``df`` with an explicit level, prime it with a count, always unpersist on exit.
+
+    The count is recorded (it is usually needed anyway) and the block sees the persisted frame.
+    """
+    lvl = storage_level(level)
+    persisted = df.persist(lvl)
+    try:
+        rows = persisted.count()
+        if report is not None:
+            report.cached.append({"name": name, "level": str(lvl), "rows": rows})
+        yield persisted
+    finally:
+        persisted.unpersist(blocking=True)
+
+
+def cached_storage_bytes(spark: SparkSession) -> int:
+    """Bytes held by cached RDD/DataFrame blocks across the application (memory + disk)."""
+    infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    return int(sum(i.memSize() + i.diskSize() for i in infos))
+
+
+class Checkpointer:
+    """Cuts the lineage of a DataFrame rebuilt in a loop every ``every`` iterations.
+
+    Reliable checkpoints (the default) go to the session's checkpoint directory and survive
+    the loss of an executor; local checkpoints are faster but live in executor storage.
+    """
+
+    def __init__(self, every: int = 3, local: bool = False, eager: bool = True):
+        if every < 1:
+            raise ValueError("checkpoint interval must be >= 1")
+        self.every = every
+        self.local = local
+        self.eager = eager
+        self.count = 0
+
+    def __call__(self, df: DataFrame, iteration: int) -> DataFrame:
+        """Return ``df`` checkpointed when ``iteration`` (1-based) is a multiple of ``every``."""
+        if iteration % self.every != 0:
+            return df
+        self.count += 1
+        if self.local:
+            return df.localCheckpoint(eager=self.eager)
+        return df.checkpoint(eager=self.eager)
+
+
+def plan_size(df: DataFrame) -> int:
+    """Nodes in the analyzed logical plan: what grows when lineage is not cut."""
+    return _count_nodes(df._jdf.queryExecution().analyzed())
+
+
+def _count_nodes(plan: Any) -> int:
+    n = 1
+    children = plan.children()
+    for i in range(children.size()):
+        n += _count_nodes(children.apply(i))
+    return n
+
+
+def partition_sizes(df: DataFrame) -> list[int]:
+    """Rows in every partition of ``df``, empty partitions included."""
+    n = df.rdd.getNumPartitions()
+    counts = {
+        r["pid"]: r["rows"]
+        for r in df.groupBy(F.spark_partition_id().alias("pid"))
+        .agg(F.count(F.lit(1)).alias("rows"))
+        .collect()
+    }
+    return [int(counts.get(i, 0)) for i in range(n)]
+
+
+def skew_stats(sizes: Sequence[float]) -> dict[str, Any]:
+    """max / median over partition sizes (median of the non-empty ones when most are empty,
+    so a single loaded partition among idle ones still reads as skew)."""
+    if not sizes:
+        return {"partitions": 0, "max": 0, "median": 0, "ratio": None}
+    non_empty = [s for s in sizes if s > 0] or [0]
+    med = statistics.median(sizes)
+    if med == 0:
+        med = statistics.median(non_empty)
+    mx = max(sizes)
+    return {
+        "partitions": len(sizes),
+        "empty": sum(1 for s in sizes if s == 0),
+        "max": mx,
+        "median": med,
+        "min": min(sizes),
+        "ratio": round(mx / med, 3) if med else None,
+    }
+
+
+def skew_report(
+    df: DataFrame, name: str | None = None, report: RunReport | None = None
+) -> dict[str, Any]:
+    """Rows per partition of ``df`` (max / median); recorded in ``report`` under ``name``."""
+    stats = skew_stats(partition_sizes(df))
+    if report is not None and name:
+        report.skew[name] = stats
+    return stats
+
+
+def salted_join(
+    big: DataFrame,
+    other: DataFrame,
+    on: str | list[str],
+    buckets: int,
+    how: str = "inner",
+    seed: int = 42,
+) -> DataFrame:
+    """Join where a few keys of ``big`` hold most rows: each row of ``big`` gets a random salt
+    in ``[0, buckets)`` and ``other`` is replicated once per salt, so a hot key's rows spread
+    over ``buckets`` partitions instead of one."""
+    keys = [on] if isinstance(on, str) else list(on)
+    if how not in ("inner", "left"):
+        raise ValueError("salted_join supports inner and left joins (the salted side is big)")
+    salt = "__salt"
+    salted_big = big.withColumn(salt, (F.rand(seed) * buckets).cast("int"))
+    salted_other = other.withColumn(salt, F.explode(F.sequence(F.lit(0), F.lit(buckets - 1))))
+    return salted_big.join(salted_other, keys + [salt], how).drop(salt)

@@ -1,0 +1,97 @@
+"""Run report: what a job read, rejected, produced and how long each step took.
+
+Written as ``run_report.json`` into the job's output and summarised on the console.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+log = logging.getLogger("sparkfield")
+
+
+@dataclass
+class RunReport:
+    job: str
+    params: dict[str, Any] = field(default_factory=dict)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    status: str = "running"
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    inputs: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, int] = field(default_factory=dict)
+    rejects: dict[str, dict[str, int]] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
+    skew: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cached: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = round(time.perf_counter() - t0, 3)
+            self.steps.append({"step": name, "seconds": seconds})
+            log.info("step %s: %.2fs", name, seconds)
+
+    def add_rejects(self, source: str, by_reason: dict[str, int]) -> None:
+        slot = self.rejects.setdefault(source, {})
+        for reason, n in by_reason.items():
+            slot[reason] = slot.get(reason, 0) + int(n)
+
+    @property
+    def total_rejects(self) -> int:
+        return sum(sum(v.values()) for v in self.rejects.values())
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        log.info(text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "status": self.status,
+            "started_at": self.started_at,
+            "params": self.params,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "rejects": self.rejects,
+            "total_rejects": self.total_rejects,
+            "counts": self.counts,
+            "skew": self.skew,
+            "cached": self.cached,
+            "steps": self.steps,
+            "total_seconds": round(sum(s["seconds"] for s in self.steps), 3),
+            "notes": self.notes,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=str) + "\n"
+
+    def summary(self) -> str:
+        d = self.to_dict()
+        lines = [f"[{self.job}] status={self.status} total={d['total_seconds']}s"]
+        if self.inputs:
+            lines.append("  inputs:  " + ", ".join(f"{k}={v}" for k, v in self.inputs.items()))
+        if self.outputs:
+            lines.append("  outputs: " + ", ".join(f"{k}={v}" for k, v in self.outputs.items()))
+        if self.rejects:
+            for source, reasons in self.rejects.items():
+                if not reasons:
+                    continue
+                parts = ", ".join(f"{r}={n}" for r, n in reasons.items())
+                lines.append(f"  rejects[{source}]: {parts}")
+        for name, s in self.skew.items():
+            lines.append(
+                f"  skew[{name}]: max/median={s.get('ratio')} over {s.get('partitions')} partitions"
+            )
+        lines.append("  steps:   " + ", ".join(f"{s['step']}={s['seconds']}s" for s in self.steps))
+        return "\n".join(lines)

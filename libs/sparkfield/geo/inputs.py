@@ -1,0 +1,288 @@
+"""Readers for crimes, stations and competitors: every input row ends up used, ignored (a known
+type outside the categories, or a competitor outside the city) or rejected with a reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import reduce
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.io import (
+    CORRUPT_COL,
+    REJECTS_SCHEMA,
+    InputError,
+    read_csv_strings,
+    read_text_file,
+    rejects_of,
+    require_path,
+)
+from sparkfield.core.practices import sample
+from sparkfield.geo.crs import UTM10N
+
+POINTS_SCHEMA = T.StructType(
+    [
+        T.StructField("name", T.StringType(), False),
+        T.StructField("x", T.DoubleType(), False),
+        T.StructField("y", T.DoubleType(), False),
+        T.StructField("longitude", T.DoubleType(), False),
+        T.StructField("latitude", T.DoubleType(), False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class StudyArea:
+    xmin: float
+    ymin: float
+    xmax: float
+    ymax: float
+
+    def contains_cols(self, x: Column, y: Column) -> Column:
+        return x.between(self.xmin, self.xmax) & y.between(self.ymin, self.ymax)
+
+    def contains(self, x: float, y: float) -> bool:
+        return self.xmin <= x <= self.xmax and self.ymin <= y <= self.ymax
+
+
+def bundled(name: str) -> str:
+    """Path of a data file shipped inside the package (the embedded Vancouver demo).
+
+    When the package runs from a zip (spark-submit --py-files) the file is copied out once to
+    the temp directory, so Spark can read it; on a multi-node cluster pass shared paths instead.
+    """
+    res = resources.files("sparkfield") / "resources" / "vancouver" / name
+    if isinstance(res, Path):
+        return str(res)
+    target = Path(tempfile.gettempdir()) / "sparkfield-resources" / "vancouver" / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(target.suffix + f".{os.getpid()}")
+        tmp.write_bytes(res.read_bytes())
+        tmp.replace(target)
+    return str(target)
+
+
+def _find(columns: list[str], *names: str) -> str | None:
+    lower = {c.lower().strip(): c for c in columns}
+    for n in names:
+        if n.lower() in lower:
+            return lower[n.lower()]
+    return None
+
+
+def _num(col: str) -> Column:
+    return F.trim(F.col(f"`{col}`")).try_cast("double")
+
+
+def _blank(col: str) -> Column:
+    return F.col(f"`{col}`").isNull() | (F.trim(F.col(f"`{col}`")) == "")
+
+
+@dataclass
+class CrimeInput:
+    crimes: DataFrame  # x, y, category (one row per usable crime)
+    ignored: DataFrame  # known types outside the categories
+    rejects: DataFrame  # source, reason, record
+    classified: DataFrame  # every row read (after sampling) with its outcome
+
+    def outcome_counts(self) -> dict[str, int]:
+        """Rows per outcome in one pass: a category, ``ignored:<type>`` or ``reject:<reason>``."""
+        outcome = (
+            F.when(F.col("reject_reason").isNotNull(), F.concat(F.lit("reject:"), "reject_reason"))
+            .when(F.col("__cat").isNotNull(), F.col("__cat"))
+            .otherwise(F.concat(F.lit("ignored:"), F.coalesce("__type", F.lit(""))))
+        )
+        rows = self.classified.groupBy(outcome.alias("o")).count().collect()
+        return {r["o"]: int(r["count"]) for r in rows}
+
+
+def read_crimes(
+    spark: SparkSession,
+    path: str,
+    categories: dict[str, list[str]],
+    ignored_types: list[str],
+    area: StudyArea,
+    fraction: float | None = None,
+    seed: int = 42,
+) -> CrimeInput:
+    """Police open-data CSV (``TYPE,...,X,Y``) or the same with ``Latitude``/``Longitude``
+    (or ``LAT``/``LON``). X/Y (EPSG:26910) are used when both are numeric and non-zero,
+    otherwise latitude/longitude are projected."""
+    raw = sample(read_csv_strings(spark, path), fraction, seed)
+    cols = [c for c in raw.columns if c != CORRUPT_COL]
+    type_col = _find(cols, "TYPE", "type", "offence", "crime_type")
+    if type_col is None:
+        raise InputError(f"{path}: no TYPE column (columns: {', '.join(cols)})")
+    xc, yc = _find(cols, "X"), _find(cols, "Y")
+    latc, lonc = _find(cols, "Latitude", "LAT"), _find(cols, "Longitude", "LON", "LONG")
+    if (xc is None or yc is None) and (latc is None or lonc is None):
+        raise InputError(f"{path}: needs X/Y or Latitude/Longitude columns")
+
+    category_of = F.create_map(
+        *[F.lit(v) for cat, types in categories.items() for t in types for v in (t, cat)]
+    )
+    ctype = F.trim(F.col(f"`{type_col}`"))
+    category = category_of[ctype]
+
+    zero = F.lit(0.0)
+    bad_num = F.lit(False)
+    xy_ok = F.lit(False)
+    x, y = F.lit(None).cast("double"), F.lit(None).cast("double")
+    if xc and yc:
+        xv, yv = _num(xc), _num(yc)
+        bad_num = bad_num | (~_blank(xc) & xv.isNull()) | (~_blank(yc) & yv.isNull())
+        xy_ok = xv.isNotNull() & yv.isNotNull() & (xv != zero) & (yv != zero)
+        x, y = xv, yv
+    if latc and lonc:
+        latv, lonv = _num(latc), _num(lonc)
+        ll_bad = (~_blank(latc) & latv.isNull()) | (~_blank(lonc) & lonv.isNull())
+        ll_ok = latv.isNotNull() & lonv.isNotNull() & (latv != zero) & (lonv != zero)
+        px, py = UTM10N.to_xy_cols(lonv, latv)
+        bad_num = F.when(xy_ok, F.lit(False)).otherwise(ll_bad | (bad_num & ~ll_ok))
+        x = F.when(xy_ok, x).when(ll_ok, px)
+        y = F.when(xy_ok, y).when(ll_ok, py)
+        has_coords = xy_ok | ll_ok
+    else:
+        has_coords = xy_ok
+
+    known = F.array_contains(F.array(*[F.lit(t) for t in ignored_types] or [F.lit("")]), ctype)
+    staged = raw.select(
+        "*", x.alias("__x"), y.alias("__y"), category.alias("__cat"), ctype.alias("__type")
+    )
+    reason = (
+        F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
+        .when(_blank(type_col), "missing crime type")
+        .when(F.col("__cat").isNull() & ~known, "unknown crime type")
+        .when(F.col("__cat").isNull(), None)
+        .when(bad_num, "non-numeric coordinates")
+        .when(~has_coords, "missing or zero coordinates")
+        .when(~area.contains_cols(F.col("__x"), F.col("__y")), "outside study area")
+    )
+    classified = staged.withColumn("reject_reason", reason)
+    ok = F.col("reject_reason").isNull()
+    crimes = classified.where(ok & F.col("__cat").isNotNull()).select(
+        F.col("__x").alias("x"), F.col("__y").alias("y"), F.col("__cat").alias("category")
+    )
+    ignored = classified.where(ok & F.col("__cat").isNull()).select(F.col("__type").alias("type"))
+    rejects = rejects_of(classified.drop("__x", "__y", "__cat", "__type"), "crimes")
+    return CrimeInput(crimes=crimes, ignored=ignored, rejects=rejects, classified=classified)
+
+
+@dataclass
+class PointInput:
+    points: pd.DataFrame  # name, x, y, longitude, latitude
+    rejects: pd.DataFrame  # source, reason, record
+    out_of_scope: int = 0
+
+
+def _points_from_lonlat(
+    frame: pd.DataFrame, name_col: str | None, lon_col: str, lat_col: str, source: str,
+    area: StudyArea, default_name: str,
+) -> PointInput:
+    good, bad = [], []
+    for i, row in enumerate(frame.to_dict("records")):
+        corrupt = row.pop(CORRUPT_COL, None)
+        if not _is_blank(corrupt):
+            bad.append((source, "malformed row", str(corrupt)))
+            continue
+        record = json.dumps(row, default=str)
+        name = (str(row.get(name_col) or "").strip() if name_col else "") or f"{default_name} {i + 1}"
+        lon = pd.to_numeric(pd.Series([row.get(lon_col)]), errors="coerce").iloc[0]
+        lat = pd.to_numeric(pd.Series([row.get(lat_col)]), errors="coerce").iloc[0]
+        raw_lon, raw_lat = row.get(lon_col), row.get(lat_col)
+        if (pd.isna(lon) and not _is_blank(raw_lon)) or (pd.isna(lat) and not _is_blank(raw_lat)):
+            bad.append((source, "non-numeric coordinates", record))
+            continue
+        if pd.isna(lon) or pd.isna(lat) or lon == 0 or lat == 0:
+            bad.append((source, "missing or zero coordinates", record))
+            continue
+        x, y = UTM10N.to_xy(lon, lat)
+        x, y = float(x), float(y)
+        if not area.contains(x, y):
+            bad.append((source, "outside study area", record))
+            continue
+        good.append((name, x, y, float(lon), float(lat)))
+    return PointInput(
+        pd.DataFrame(good, columns=["name", "x", "y", "longitude", "latitude"]),
+        pd.DataFrame(bad, columns=["source", "reason", "record"]),
+    )
+
+
+def _is_blank(v: object) -> bool:
+    return v is None or (isinstance(v, float) and pd.isna(v)) or str(v).strip() == ""
+
+
+def _small_csv(spark: SparkSession, path: str, **options: str) -> pd.DataFrame:
+    return read_csv_strings(spark, path, **options).toPandas()
+
+
+def read_stations(spark: SparkSession, path: str, area: StudyArea) -> PointInput:
+    """Stations as CSV (``station,longitude,latitude``) or GeoJSON point features."""
+    require_path(spark, path, "stations file")
+    if path.endswith((".geojson", ".json")):
+        doc = json.loads(read_text_file(spark, path))
+        rows = []
+        for feat in doc.get("features", []):
+            props = feat.get("properties") or {}
+            coords = (feat.get("geometry") or {}).get("coordinates") or [None, None]
+            rows.append({"station": props.get("station") or props.get("name"),
+                         "longitude": coords[0], "latitude": coords[1]})
+        frame = pd.DataFrame(rows, columns=["station", "longitude", "latitude"])
+        return _points_from_lonlat(frame, "station", "longitude", "latitude", "stations", area,
+                                   "station")
+    frame = _small_csv(spark, path)
+    cols = [c for c in frame.columns if c != CORRUPT_COL]
+    name_col = _find(cols, "station", "name")
+    lon_col, lat_col = _find(cols, "longitude", "lon", "long"), _find(cols, "latitude", "lat")
+    if lon_col is None or lat_col is None:
+        raise InputError(f"{path}: stations need longitude/latitude columns")
+    return _points_from_lonlat(frame, name_col, lon_col, lat_col, "stations", area, "station")
+
+
+def read_competitors(
+    spark: SparkSession, path: str, area: StudyArea, city_filter: dict[str, str]
+) -> PointInput:
+    """The Starbucks ``directory.csv`` schema (filtered to the city) or a plain lon/lat CSV."""
+    require_path(spark, path, "competitors file")
+    frame = _small_csv(spark, path, multiLine="true", escape='"')
+    cols = [c for c in frame.columns if c != CORRUPT_COL]
+    lon_col, lat_col = _find(cols, "Longitude", "lon", "long"), _find(cols, "Latitude", "lat")
+    if lon_col is None or lat_col is None:
+        raise InputError(f"{path}: competitors need Longitude/Latitude columns")
+    out_of_scope = 0
+    filters = {k: v for k, v in city_filter.items() if _find(cols, k)}
+    if filters and len(filters) == len(city_filter):
+        keep = reduce(
+            lambda acc, kv: acc & (frame[_find(cols, kv[0])].fillna("").str.strip() == kv[1]),
+            filters.items(),
+            pd.Series(True, index=frame.index),
+        )
+        if CORRUPT_COL in frame:
+            keep = keep | frame[CORRUPT_COL].notna()
+        out_of_scope = int((~keep).sum())
+        frame = frame[keep]
+    name_col = _find(cols, "Store Name", "name", "store")
+    out = _points_from_lonlat(frame, name_col, lon_col, lat_col, "competitors", area, "competitor")
+    out.out_of_scope = out_of_scope
+    return out
+
+
+def points_frame(spark: SparkSession, points: pd.DataFrame) -> DataFrame:
+    return spark.createDataFrame(
+        [tuple(r) for r in points[["name", "x", "y", "longitude", "latitude"]].itertuples(
+            index=False)],
+        POINTS_SCHEMA,
+    )
+
+
+def rejects_frame(spark: SparkSession, frame: pd.DataFrame) -> DataFrame:
+    return spark.createDataFrame([tuple(r) for r in frame.itertuples(index=False)], REJECTS_SCHEMA)

@@ -1,0 +1,236 @@
+"""Station eligibility, the tiled lattice search in Spark, ranking and crime counts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pyspark import Accumulator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.practices import skew_stats
+from sparkfield.core.report import RunReport
+from sparkfield.geo.lattice import Lattice, balance, plan_tiles, tile_candidates
+
+CANDIDATE_SCHEMA = T.StructType(
+    [
+        T.StructField("x", T.DoubleType(), False),
+        T.StructField("y", T.DoubleType(), False),
+        T.StructField("station_id", T.IntegerType(), False),
+        T.StructField("distance_m", T.DoubleType(), False),
+    ]
+)
+_WORK_SCHEMA = T.StructType(
+    [
+        T.StructField("pkey", T.IntegerType(), False),
+        T.StructField("ti", T.LongType(), False),
+        T.StructField("tj", T.LongType(), False),
+        T.StructField("x", T.DoubleType(), True),
+        T.StructField("y", T.DoubleType(), True),
+        T.StructField("r", T.DoubleType(), True),
+    ]
+)
+
+
+def evaluate_stations(
+    stations: pd.DataFrame, competitors: pd.DataFrame, competitor_radius_m: float
+) -> pd.DataFrame:
+    """Each station with its nearest competitor and whether it is eligible (no competitor at
+    distance <= radius). Stations are returned in tie-break order: name, x, y."""
+    out = stations.sort_values(["name", "x", "y"], kind="mergesort").reset_index(drop=True)
+    if competitors.empty:
+        out["nearest_competitor"] = None
+        out["nearest_competitor_m"] = np.nan
+        out["eligible"] = True
+        return out
+    dx = out["x"].to_numpy()[:, None] - competitors["x"].to_numpy()[None, :]
+    dy = out["y"].to_numpy()[:, None] - competitors["y"].to_numpy()[None, :]
+    d2 = dx * dx + dy * dy
+    k = d2.argmin(axis=1)
+    nearest2 = d2[np.arange(len(out)), k]
+    out["nearest_competitor"] = competitors["name"].to_numpy()[k]
+    out["nearest_competitor_m"] = np.sqrt(nearest2)
+    out["eligible"] = ~(nearest2 <= competitor_radius_m * competitor_radius_m)
+    return out
+
+
+@dataclass
+class SearchPlan:
+    lattice: Lattice
+    tiles: list[tuple[int, int]]
+    partitions: int
+    in_search_estimate: int
+
+
+def _partition_keys(spark: SparkSession, partitions: int) -> list[int]:
+    """For every partition p an int key that Spark's hash partitioning sends to p, so a
+    ``repartition(partitions, key)`` places each tile exactly where the balancer put it."""
+    probe = (
+        spark.range(0, max(64 * partitions, 1024))
+        .select(F.col("id").cast("int").alias("k"))
+        .select("k", F.expr(f"pmod(hash(k), {partitions})").alias("p"))
+        .groupBy("p")
+        .agg(F.min("k").alias("k"))
+        .collect()
+    )
+    keys = {r["p"]: r["k"] for r in probe}
+    if len(keys) < partitions:
+        raise RuntimeError("could not find a hash key for every partition")
+    return [keys[p] for p in range(partitions)]
+
+
+def search(
+    spark: SparkSession,
+    crimes: DataFrame,
+    stations: pd.DataFrame,
+    radius_m: float,
+    exclude_m: dict[str, float],
+    step: float,
+    tile_cells: int,
+    partitions: int,
+    boxes: Sequence[tuple[float, float, float, float]] | None = None,
+    report: RunReport | None = None,
+    label: str = "search",
+    in_search: Accumulator[int] | None = None,
+) -> DataFrame:
+    """Every passing lattice point (x, y, station_id, distance_m) around ``stations``
+    (eligible ones, in tie-break order), computed tile by tile in Spark.
+
+    Crimes reach tiles through a bucketing join: each crime is copied to the tiles its
+    exclusion disk touches, and only tiles near a station exist. Tiles are weighed (lattice
+    points + crime rows) and packed onto partitions so the downtown tiles, where crime
+    concentrates, do not all land on one task.
+    """
+    lattice = Lattice(step, tile_cells)
+    sx = stations["x"].to_numpy(dtype=float)
+    sy = stations["y"].to_numpy(dtype=float)
+    tiles = plan_tiles(lattice, np.column_stack([sx, sy]), radius_m, boxes)
+    if not tiles:
+        return spark.createDataFrame([], CANDIDATE_SCHEMA)
+    max_r = max(exclude_m.values()) if exclude_m else 0.0
+    radius_of = F.create_map(*[v for c, r in exclude_m.items() for v in (F.lit(c), F.lit(float(r)))])
+    tiles_df = spark.createDataFrame(tiles, "ti long, tj long")
+    crimes_r = crimes.select("x", "y", radius_of[F.col("category")].alias("r")).where(
+        F.col("r").isNotNull()
+    )
+    tile_m = lattice.tile_m
+    # tiles whose points can be within r of the crime (one extra cell of margin each side)
+    lo_x = F.floor((F.col("x") - F.col("r") - step) / tile_m)
+    hi_x = F.floor((F.col("x") + F.col("r") + step) / tile_m)
+    lo_y = F.floor((F.col("y") - F.col("r") - step) / tile_m)
+    hi_y = F.floor((F.col("y") + F.col("r") + step) / tile_m)
+    bucketed = (
+        crimes_r.withColumn("ti", F.explode(F.sequence(lo_x, hi_x)))
+        .withColumn("tj", F.explode(F.sequence(lo_y, hi_y)))
+        .join(F.broadcast(tiles_df), ["ti", "tj"])
+    )
+    per_tile = {
+        (r["ti"], r["tj"]): r["n"]
+        for r in bucketed.groupBy("ti", "tj").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    rows_per_disk = 2 * max_r / step + 1
+    cells = tile_cells * tile_cells
+    costs = [cells + per_tile.get(t, 0) * rows_per_disk for t in tiles]
+    parts = max(1, min(partitions, len(tiles)))
+    assignment = balance(costs, parts)
+    keys = _partition_keys(spark, parts)
+    if report is not None:
+        # what a plain repartition by tile would give: Spark's own hash of the tile key
+        hashed = [0.0] * parts
+        hash_part = tiles_df.select(F.expr(f"pmod(hash(ti, tj), {parts})").alias("p")).collect()
+        for r, c in zip(hash_part, costs, strict=True):
+            hashed[r["p"]] += c
+        balanced = [0.0] * parts
+        for b, c in zip(assignment, costs, strict=True):
+            balanced[b] += c
+        report.skew[f"{label}.tile_cost"] = skew_stats(costs)
+        report.skew[f"{label}.partition_cost_unbalanced"] = skew_stats(hashed)
+        report.skew[f"{label}.partition_cost_balanced"] = skew_stats(balanced)
+        report.counts[f"{label}.tiles"] = len(tiles)
+        report.counts[f"{label}.crime_tile_rows"] = int(sum(per_tile.values()))
+    key_of_tile = spark.createDataFrame(
+        [(ti, tj, keys[b]) for (ti, tj), b in zip(tiles, assignment, strict=True)],
+        "ti long, tj long, pkey int",
+    )
+    markers = key_of_tile.select(
+        "pkey", "ti", "tj", *[F.lit(None).cast("double").alias(c) for c in ("x", "y", "r")]
+    )
+    work = bucketed.join(F.broadcast(key_of_tile), ["ti", "tj"]).select(
+        "pkey", "ti", "tj", "x", "y", "r"
+    )
+    box_list = [tuple(map(float, b)) for b in boxes] if boxes is not None else None
+
+    def run_tiles(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        frames = [b for b in batches if len(b)]
+        if not frames:
+            return
+        part = pd.concat(frames, ignore_index=True)
+        for (ti, tj), grp in part.groupby(["ti", "tj"], sort=True):
+            crimes_g = grp[grp["x"].notna()]
+            res = tile_candidates(
+                int(ti), int(tj), lattice, sx, sy, radius_m,
+                crimes_g["x"].to_numpy(), crimes_g["y"].to_numpy(), crimes_g["r"].to_numpy(),
+                box_list,
+            )
+            if in_search is not None:
+                in_search.add(res.in_search)
+            if len(res.x):
+                yield pd.DataFrame(
+                    {"x": res.x, "y": res.y, "station_id": res.station.astype(np.int32),
+                     "distance_m": res.distance}
+                )
+
+    return (
+        markers.unionByName(work)
+        .repartition(parts, "pkey")
+        .mapInPandas(run_tiles, CANDIDATE_SCHEMA)
+    )
+
+
+def with_station_names(candidates: DataFrame, stations: pd.DataFrame, spark: SparkSession) -> DataFrame:
+    names = spark.createDataFrame(
+        [(int(i), str(n)) for i, n in enumerate(stations["name"])], "station_id int, station string"
+    )
+    return candidates.join(F.broadcast(names), "station_id").select(
+        "x", "y", "station", "station_id", "distance_m"
+    )
+
+
+def rank(candidates: DataFrame, n: int) -> DataFrame:
+    """The best ``n``: nearest to its station, then station name, then x, then y."""
+    order = [F.col("distance_m").asc(), F.col("station").asc(), F.col("x").asc(), F.col("y").asc()]
+    return candidates.orderBy(*order).limit(n)
+
+
+def crime_counts_near(
+    points: pd.DataFrame, crimes: DataFrame, radius_m: float, categories: Sequence[str],
+    spark: SparkSession,
+) -> pd.DataFrame:
+    """Crimes of each category within ``radius_m`` of each point (a small table)."""
+    out = points.copy()
+    for c in categories:
+        out[f"{c}_count"] = 0
+    if points.empty:
+        return out
+    pts = spark.createDataFrame(
+        [(int(i), float(x), float(y)) for i, x, y in zip(points.index, points["x"], points["y"],
+                                                       strict=True)],
+        "pid int, px double, py double",
+    )
+    r2 = radius_m * radius_m
+    near = (
+        crimes.join(F.broadcast(pts), (F.abs(F.col("x") - F.col("px")) <= radius_m)
+                    & (F.abs(F.col("y") - F.col("py")) <= radius_m))
+        .where((F.col("x") - F.col("px")) ** 2 + (F.col("y") - F.col("py")) ** 2 <= r2)
+        .groupBy("pid", "category")
+        .count()
+        .collect()
+    )
+    for r in near:
+        if r["category"] in categories:
+            out.loc[r["pid"], f"{r['category']}_count"] = r["count"]
+    return out

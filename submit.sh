@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Submit a Sparkfield job with the installed spark-submit.
+#   ./submit.sh --list                 jobs and what they do
+#   ./submit.sh JOB --help             the job's flags
+#   ./submit.sh JOB [--profile local|cluster] [--master URL] [job flags...]
+# The library is shipped as a zip with --py-files, the conf files with --files; master and
+# Spark settings come from the conf profile (--master overrides it).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PY="${SPARKFIELD_PYTHON:-$ROOT/.venv/bin/python}"
+[ -x "$PY" ] || PY="$(command -v python3)"
+
+list_jobs() {
+  for f in "$ROOT"/jobs/*.py; do
+    name="$(basename "$f" .py)"
+    [ "$name" = "__init__" ] && continue
+    doc="$(sed -n 's/^"""\(.*\)/\1/p' "$f" | head -n 1)"
+    printf '  %-18s %s\n' "$name" "$doc"
+  done
+}
+
+if [ $# -eq 0 ] || [ "$1" = "--list" ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  echo "usage: ./submit.sh JOB [--profile local|cluster] [--master URL] [flags]   (JOB --help for flags)"
+  echo "jobs:"
+  list_jobs
+  exit 0
+fi
+
+JOB="$1"; shift
+JOB_FILE="$ROOT/jobs/$JOB.py"
+if [ ! -f "$JOB_FILE" ]; then
+  echo "error: unknown job '$JOB'. Jobs:" >&2
+  list_jobs >&2
+  exit 2
+fi
+
+PROFILE=local; MASTER=""; CONF_DIR="$ROOT/conf"; PASS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) PYTHONPATH="$ROOT/libs${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$JOB_FILE" --help ;;
+    --profile) PROFILE="$2"; PASS+=("$1" "$2"); shift 2 ;;
+    --profile=*) PROFILE="${1#*=}"; PASS+=("$1"); shift ;;
+    --master) MASTER="$2"; shift 2 ;;
+    --master=*) MASTER="${1#*=}"; shift ;;
+    --conf-dir) CONF_DIR="$2"; PASS+=("$1" "$2"); shift 2 ;;
+    *) PASS+=("$1"); shift ;;
+  esac
+done
+
+SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+export SPARK_HOME
+SUBMIT="$SPARK_HOME/bin/spark-submit"
+[ -x "$SUBMIT" ] || { echo "error: spark-submit not found under $SPARK_HOME" >&2; exit 1; }
+command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || {
+  echo "error: Java 17 is needed (install openjdk-17-jre-headless or set JAVA_HOME)" >&2; exit 1; }
+
+# the library as a zip for --py-files (rebuilt every submit: cheap, never stale)
+BUILD="$ROOT/build"; mkdir -p "$BUILD"
+ZIP="$BUILD/sparkfield.zip"
+( cd "$ROOT/libs" && "$PY" - "$ZIP" <<'PYEOF'
+import os, sys, zipfile
+out = sys.argv[1]
+tmp = out + ".tmp"
+with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+    for base, dirs, files in os.walk("sparkfield"):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            if not f.endswith(".pyc"):
+                z.write(os.path.join(base, f))
+os.replace(tmp, out)
+PYEOF
+)
+
+mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.submit \
+  --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"})
+[ "${#SUBMIT_ARGS[@]}" -gt 0 ] || exit 2
+
+export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PY}"
+export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}"
+export SPARKFIELD_CONF_DIR="$CONF_DIR"
+export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf/spark}"
+exec "$SUBMIT" "${SUBMIT_ARGS[@]}" --py-files "$ZIP" "$JOB_FILE" "${PASS[@]}"
