@@ -138,6 +138,8 @@ class AtomicOutput:
 
     def write_bytes(self, name: str, data: bytes) -> str:
         fs, jpath = _fs(self.spark, self.path(name))
+        if fs.getUri().getScheme() == "file":
+            fs.setWriteChecksum(False)  # no .crc side files next to plain outputs
         out = fs.create(jpath, True)
         try:
             out.write(bytearray(data))

@@ -1,0 +1,52 @@
+"""One SparkSession for the whole test run, built through the library from the repo's conf."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Real data sets beside the project; their absence is a failure, not a skip."""
+    assert SHARED.is_dir(), f"shared data not found at {SHARED}"
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from sparkfield.core.conf import load_config
+    from sparkfield.core.session import build_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    ckpt = tmp_path_factory.mktemp("checkpoints")
+    cfg = load_config(
+        "tests",
+        "local",
+        ROOT / "conf",
+        {
+            "spark": {
+                "master": "local[2]",
+                "conf": {
+                    "spark.sql.shuffle.partitions": "4",
+                    "spark.driver.memory": "2g",
+                    "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+                },
+            },
+            "practices": {"checkpoint_dir": str(ckpt)},
+        },
+    )
+    session = build_session(cfg, app_name="sparkfield-tests")
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()

@@ -1,0 +1,44 @@
+import json
+
+import pytest
+from chispa import assert_df_equality
+
+from sparkfield.core.io import AtomicOutput, CORRUPT_COL, read_csv_strings, rejects_of
+from pyspark.sql import functions as F
+
+
+def test_atomic_output_replaces_only_on_success(spark, tmp_path):
+    final = str(tmp_path / "out")
+    with AtomicOutput(spark, final) as out:
+        out.write_text("a.txt", "first")
+    assert (tmp_path / "out" / "a.txt").read_text() == "first"
+    with pytest.raises(RuntimeError), AtomicOutput(spark, final) as out:
+        out.write_text("a.txt", "second")
+        out.write_parquet("rows", spark.range(10))
+        raise RuntimeError("job failed half way")
+    assert (tmp_path / "out" / "a.txt").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # staging removed
+    with AtomicOutput(spark, final) as out:
+        out.write_text("b.txt", "third")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt"]
+
+
+def test_csv_rows_that_do_not_parse_are_kept_as_corrupt(spark, tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("a,b\n1,2\n3,4,5\n,\n6\n")
+    df = read_csv_strings(spark, str(path))
+    rows = [r.asDict() for r in df.collect()]
+    assert len(rows) == 4
+    assert rows[0] == {"a": "1", "b": "2", CORRUPT_COL: None}
+    assert rows[1][CORRUPT_COL] == "3,4,5"
+    assert rows[2] == {"a": None, "b": None, CORRUPT_COL: None}
+    assert rows[3][CORRUPT_COL] == "6"
+    rej = rejects_of(df.withColumn("reject_reason", F.when(F.col(CORRUPT_COL).isNotNull(),
+                                                             "malformed row")), "t")
+    expected = spark.createDataFrame(
+        [("t", "malformed row", "3,4,5"), ("t", "malformed row", "6")],
+        "source string, reason string, record string",
+    )
+    assert_df_equality(rej, expected, ignore_row_order=True, ignore_nullable=True)
+    assert json.loads(rejects_of(
+        df.withColumn("reject_reason", F.lit("x")), "t").first()["record"]) == {"a": "1", "b": "2"}
