@@ -2,7 +2,7 @@
 # Submit a Sparkfield job with the installed spark-submit.
 #   ./submit.sh --list                 jobs and what they do
 #   ./submit.sh JOB --help             the job's flags
-#   ./submit.sh JOB [--profile local|cluster] [--master URL] [job flags...]
+#   ./submit.sh JOB [--profile local|cluster] [--master URL] [--conf k=v]... [job flags...]
 # The library is shipped as a zip with --py-files, the conf files with --files; master and
 # Spark settings come from the conf profile (--master overrides it).
 set -euo pipefail
@@ -34,7 +34,7 @@ if [ ! -f "$JOB_FILE" ]; then
   exit 2
 fi
 
-PROFILE=local; MASTER=""; CONF_DIR="$ROOT/conf"; PASS=()
+PROFILE=local; MASTER=""; CONF_DIR="$ROOT/conf"; PASS=(); EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) PYTHONPATH="$ROOT/libs${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$JOB_FILE" --help ;;
@@ -43,6 +43,7 @@ while [ $# -gt 0 ]; do
     --master) MASTER="$2"; shift 2 ;;
     --master=*) MASTER="${1#*=}"; shift ;;
     --conf-dir) CONF_DIR="$2"; PASS+=("$1" "$2"); shift 2 ;;
+    --conf) EXTRA+=(--conf "$2"); shift 2 ;;   # one-off Spark setting, wins over the profile
     *) PASS+=("$1"); shift ;;
   esac
 done
@@ -79,4 +80,4 @@ export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PY}"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}"
 export SPARKFIELD_CONF_DIR="$CONF_DIR"
 export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf/spark}"
-exec "$SUBMIT" "${SUBMIT_ARGS[@]}" --py-files "$ZIP" "$JOB_FILE" "${PASS[@]}"
+exec "$SUBMIT" "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --py-files "$ZIP" "$JOB_FILE" "${PASS[@]}"

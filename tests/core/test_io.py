@@ -2,9 +2,9 @@ import json
 
 import pytest
 from chispa import assert_df_equality
-
-from sparkfield.core.io import AtomicOutput, CORRUPT_COL, read_csv_strings, rejects_of
 from pyspark.sql import functions as F
+
+from sparkfield.core.io import CORRUPT_COL, AtomicOutput, read_csv_strings, rejects_of
 
 
 def test_atomic_output_replaces_only_on_success(spark, tmp_path):

@@ -7,8 +7,8 @@ from sparkfield.core.practices import (
     cached,
     cached_storage_bytes,
     plan_size,
-    sample,
     salted_join,
+    sample,
     skew_report,
     skew_stats,
 )

@@ -19,7 +19,8 @@ EXIT_BAD_INPUT = 2
 def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"submit.sh {job}", description=description)
     parser.add_argument("--profile", default="local", help="conf overlay: local, cluster, gpu")
-    parser.add_argument("--conf-dir", default=None, help="directory with base.yaml (default: ./conf)")
+    parser.add_argument("--conf-dir", default=None,
+                        help="directory with base.yaml (default: ./conf)")
     parser.add_argument("--output", default=None, help="output directory (replaced atomically)")
     parser.add_argument("--sample", type=float, default=None,
                         help="fraction of the input to use (seeded), e.g. 0.01 for a first look")

@@ -133,7 +133,8 @@ def load_config(
         raise ConfigError(f"unknown profile {profile!r}: no {prof}")
     merged = deep_merge(merged, _read_yaml(prof))
     job_file = _job_file(root, job)
-    merged["job"] = deep_merge(merged.get("job", {}) or {}, _read_yaml(job_file) if job_file else {})
+    job_conf = _read_yaml(job_file) if job_file else {}
+    merged["job"] = deep_merge(merged.get("job", {}) or {}, job_conf)
     if overrides:
         merged = deep_merge(merged, _drop_none(overrides))
     return Config(job_name=job, profile=profile, raw=merged)

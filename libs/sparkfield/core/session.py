@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pyspark import SparkConf
+import os
+
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from sparkfield.core.conf import Config
@@ -15,7 +17,7 @@ def build_session(cfg: Config, app_name: str | None = None) -> SparkSession:
     master is used only when none is set yet, and conf values never replace submitted ones.
     """
     settings = cfg.spark
-    submitted = SparkConf()  # reads what spark-submit passed to this process, if anything
+    submitted = _submitted_conf()
     builder = SparkSession.builder.appName(app_name or f"{settings.app_name}-{cfg.job_name}")
     if settings.master and not submitted.contains("spark.master"):
         builder = builder.master(settings.master)
@@ -27,3 +29,12 @@ def build_session(cfg: Config, app_name: str | None = None) -> SparkSession:
     if checkpoint_dir:
         spark.sparkContext.setCheckpointDir(checkpoint_dir)
     return spark
+
+
+def _submitted_conf() -> SparkConf:
+    """What spark-submit passed to this process (empty when started from plain Python, where
+    connecting early would start the JVM before driver settings such as memory are known)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return SparkConf(loadDefaults=False)
+    SparkContext._ensure_initialized()
+    return SparkConf()

@@ -195,7 +195,8 @@ def _points_from_lonlat(
             bad.append((source, "malformed row", str(corrupt)))
             continue
         record = json.dumps(row, default=str)
-        name = (str(row.get(name_col) or "").strip() if name_col else "") or f"{default_name} {i + 1}"
+        name = str(row.get(name_col) or "").strip() if name_col else ""
+        name = name or f"{default_name} {i + 1}"
         lon = pd.to_numeric(pd.Series([row.get(lon_col)]), errors="coerce").iloc[0]
         lat = pd.to_numeric(pd.Series([row.get(lat_col)]), errors="coerce").iloc[0]
         raw_lon, raw_lat = row.get(lon_col), row.get(lat_col)

@@ -20,7 +20,6 @@ from sparkfield.geo.crs import UTM10N
 from sparkfield.geo.inputs import (
     StudyArea,
     bundled,
-    points_frame,
     read_competitors,
     read_crimes,
     read_stations,

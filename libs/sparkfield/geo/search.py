@@ -112,7 +112,9 @@ def search(
     if not tiles:
         return spark.createDataFrame([], CANDIDATE_SCHEMA)
     max_r = max(exclude_m.values()) if exclude_m else 0.0
-    radius_of = F.create_map(*[v for c, r in exclude_m.items() for v in (F.lit(c), F.lit(float(r)))])
+    radius_of = F.create_map(
+        *[v for c, r in exclude_m.items() for v in (F.lit(c), F.lit(float(r)))]
+    )
     tiles_df = spark.createDataFrame(tiles, "ti long, tj long")
     crimes_r = crimes.select("x", "y", radius_of[F.col("category")].alias("r")).where(
         F.col("r").isNotNull()
@@ -191,7 +193,9 @@ def search(
     )
 
 
-def with_station_names(candidates: DataFrame, stations: pd.DataFrame, spark: SparkSession) -> DataFrame:
+def with_station_names(
+    candidates: DataFrame, stations: pd.DataFrame, spark: SparkSession
+) -> DataFrame:
     names = spark.createDataFrame(
         [(int(i), str(n)) for i, n in enumerate(stations["name"])], "station_id int, station string"
     )
