@@ -162,6 +162,25 @@ class AtomicOutput:
         df.write.mode("overwrite").parquet(self.path(name))
         return f"{self.final}/{name}"
 
+    def write_single_csv(self, name: str, df: DataFrame) -> str:
+        """A DataFrame (already in its final order) as one CSV file with a header, written by
+        the executors: fine for tables too big to collect."""
+        parts = f"{self.staging}/{name}.__parts"
+        df.coalesce(1).write.mode("overwrite").option("header", "true").option(
+            "escape", '"').csv(parts)
+        fs, jparts = _fs(self.spark, parts)
+        files = [st.getPath() for st in fs.listStatus(jparts)
+                 if st.getPath().getName().startswith("part-")]
+        _, target = _fs(self.spark, self.path(name))
+        if files and fs.getFileStatus(files[0]).getLen() > 0:
+            fs.rename(files[0], target)
+            fs.delete(jparts, True)
+        else:  # no rows: Spark wrote no header
+            fs.delete(jparts, True)
+            self.files.pop()
+            self.write_text(name, ",".join(df.columns) + "\n")
+        return f"{self.final}/{name}"
+
     def commit(self) -> None:
         fs, final = _fs(self.spark, self.final)
         _, staging = _fs(self.spark, self.staging)

@@ -1,0 +1,205 @@
+"""The two process-mining jobs: ``event_log`` (extract from source tables, then the views)
+and ``process_mining`` (the views of an existing log)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkfield.core.conf import Config, ConfigError
+from sparkfield.core.io import AtomicOutput
+from sparkfield.core.practices import cached
+from sparkfield.core.report import RunReport
+from sparkfield.process import process_map, xes
+from sparkfield.process.events import (
+    REASON,
+    classify,
+    event_rejects,
+    good_events,
+    sample_cases,
+    with_classifier,
+)
+from sparkfield.process.extract import extract
+from sparkfield.process.logs import LogColumns, read_log
+from sparkfield.process.mapping import load_mapping
+from sparkfield.process.schema import CASE, ORDER, SRC_ORDER
+from sparkfield.process.views import Views, compute_views
+
+log = logging.getLogger("sparkfield.process")
+
+
+@dataclass
+class ProcessParams:
+    output: str | None
+    mapping: str | None = None
+    log: str | None = None
+    columns: LogColumns = field(default_factory=LogColumns)
+    timezone: str = "UTC"
+    classifier: str = "name"
+    sample: float | None = None
+    seed: int = 42
+    dedupe: bool | None = None
+    top_k_arcs: int | None = 30
+    min_timestamp: str = "1970-01-01"
+    max_timestamp: str = "2100-01-01"
+    render_map: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> ProcessParams:
+        j = cfg.job
+        c = j.get("columns") or {}
+        p = cls(
+            output=j.get("output"), mapping=j.get("mapping"), log=j.get("log"),
+            columns=LogColumns(**{k: v for k, v in c.items() if v}),
+            timezone=j.get("timezone", "UTC"), classifier=j.get("classifier", "name"),
+            sample=j.get("sample"), seed=cfg.practices.sample_seed, dedupe=j.get("dedupe"),
+            top_k_arcs=j.get("top_k_arcs", 30),
+            min_timestamp=str(j.get("min_timestamp", "1970-01-01")),
+            max_timestamp=str(j.get("max_timestamp", "2100-01-01")),
+            render_map=bool(j.get("render_map", True)),
+        )
+        if p.classifier not in ("name", "name+lifecycle"):
+            raise ConfigError(f"classifier must be name or name+lifecycle, got {p.classifier!r}")
+        if p.sample is not None and not 0 < float(p.sample) <= 1:
+            raise ConfigError("sample must be in (0, 1]")
+        return p
+
+
+@dataclass
+class ProcessResult:
+    events: DataFrame
+    views: dict[str, pd.DataFrame]
+    report: RunReport
+    rejects: int = 0
+    output: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
+    p = ProcessParams.from_config(cfg)
+    if not p.mapping:
+        raise ConfigError("event_log needs --mapping FILE.yaml")
+    mapping = load_mapping(p.mapping)
+    report = RunReport("event_log", params=_params(p))
+    with report.step("plan"):  # reads headers and checks every expression, no data yet
+        extracted = extract(spark, mapping, p.sample, p.seed)
+    if extracted.empty_sources:
+        report.counts["empty_sources"] = extracted.empty_sources
+        report.note(f"empty source(s): {', '.join(extracted.empty_sources)}")
+    labels = {a.index: a.label for a in mapping.activities}
+    classified = classify(extracted.rows, mapping.min_timestamp, mapping.max_timestamp,
+                          dedupe=True if p.dedupe is None else p.dedupe)
+    source = F.element_at(F.create_map(*[x for i, lab in labels.items()
+                                         for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
+    return _finish(spark, p, classified, source, report, labels)
+
+
+def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
+    p = ProcessParams.from_config(cfg)
+    if not p.log:
+        raise ConfigError("process_mining needs --log PATH")
+    report = RunReport("process_mining", params=_params(p))
+    with report.step("read_log"):
+        raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone), p.sample, p.seed)
+    classified = classify(raw, p.min_timestamp, p.max_timestamp,
+                          dedupe=False if p.dedupe is None else p.dedupe)
+    return _finish(spark, p, classified, F.lit("log"), report, {0: "log"})
+
+
+def _params(p: ProcessParams) -> dict[str, Any]:
+    d = asdict(p)
+    d["columns"] = asdict(p.columns)
+    return d
+
+
+def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source,
+            report: RunReport, labels: dict[int, str]) -> ProcessResult:
+    out = AtomicOutput(spark, p.output) if p.output else None
+    try:
+        with cached(classified, "classified_rows", report=report) as rows:
+            with report.step("validate"):
+                counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
+            _account(report, counts, labels)
+            events = with_classifier(good_events(rows), p.classifier)
+            with cached(events, "events", report=report) as ev:
+                with report.step("views"):
+                    views = compute_views(ev)
+                    small = {
+                        "dfg": views.dfg.toPandas(),
+                        "activities": views.activities.toPandas(),
+                        "start_activities": views.start_activities.toPandas(),
+                        "end_activities": views.end_activities.toPandas(),
+                    }
+                report.counts["cases"] = views.cases.count()
+                report.counts["variants"] = views.variants.count()
+                report.outputs["events"] = report.cached[-1]["rows"]
+                result = ProcessResult(events=events, views=small, report=report,
+                                       rejects=report.total_rejects, output=p.output)
+                result.extras["views"] = views
+                if out is not None:
+                    _write(spark, p, out, ev, views, small, event_rejects(rows, source),
+                           report)
+        report.status = "ok"
+        if out is not None:
+            out.write_text("run_report.json", report.to_json())
+            out.commit()
+    except BaseException:
+        if out is not None:
+            out.abort()
+        raise
+    log.info(report.summary())
+    return result
+
+
+def _account(report: RunReport, counts: list, labels: dict[int, str]) -> None:
+    per_source: dict[str, dict[str, int]] = {}
+    total = 0
+    for r in counts:
+        label = labels.get(r[SRC_ORDER], str(r[SRC_ORDER]))
+        slot = per_source.setdefault(label, {"rows": 0, "events": 0})
+        slot["rows"] += r["count"]
+        total += r["count"]
+        if r[REASON] is None:
+            slot["events"] += r["count"]
+        else:
+            report.add_rejects(label, {r[REASON]: r["count"]})
+    report.inputs["rows"] = total
+    report.counts["by_source"] = per_source
+
+
+def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, ev: DataFrame,
+           views: Views, small: dict[str, pd.DataFrame], rejects: DataFrame,
+           report: RunReport) -> None:
+    with report.step("write_events"):
+        out.write_parquet("events", ev.drop(SRC_ORDER).repartition(CASE).sortWithinPartitions(
+            CASE, *[c for c in ORDER if c != SRC_ORDER]))
+    with report.step("write_views"):
+        out.write_single_csv("dfg.csv", views.dfg)
+        out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",
+                                                                     "mean_duration_s"))
+        out.write_single_csv("activities.csv", views.activities)
+        out.write_single_csv("start_activities.csv", views.start_activities)
+        out.write_single_csv("end_activities.csv", views.end_activities)
+        out.write_single_csv("cases.csv", views.cases.orderBy(CASE).select(
+            CASE, F.date_format("start", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("start"),
+            F.date_format("end", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("end"),
+            "duration_s", "events", "variant"))
+    with report.step("write_csv_log"):
+        xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
+    with report.step("write_xes"):
+        xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
+    with report.step("process_map"):
+        dot = process_map.to_dot(small["dfg"], small["activities"], small["start_activities"],
+                                 small["end_activities"], p.top_k_arcs)
+        out.write_text("process_map.dot", dot)
+        if p.render_map:
+            out.write_text("process_map.svg", process_map.render_svg(dot))
+    with report.step("write_rejects"):
+        out.write_parquet("rejects", rejects, partitions=1)
+    report.outputs["dfg_arcs"] = len(small["dfg"])
+    report.outputs["activities"] = len(small["activities"])

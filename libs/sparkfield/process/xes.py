@@ -1,0 +1,245 @@
+"""IEEE 1849 XES: a streaming reader (lxml iterparse, bounded memory per chunk) and a
+distributed writer that builds each trace's XML with Spark SQL string functions and joins
+the gzip members of Spark's output parts into one ``.xes.gz`` (concatenated gzip members are
+one valid gzip stream)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import IO, Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.io import InputError, _fs
+from sparkfield.process.events import RAW_TS
+from sparkfield.process.schema import (
+    ACTIVITY,
+    ATTRIBUTES,
+    CASE,
+    LIFECYCLE,
+    ORDER,
+    RESOURCE,
+    ROW_ORDER,
+    TIMESTAMP,
+)
+
+_STD = {"concept:name": ACTIVITY, "time:timestamp": RAW_TS, "org:resource": RESOURCE,
+        "lifecycle:transition": LIFECYCLE}
+_TYPES = {"string", "date", "int", "float", "boolean", "id"}
+RAW_SCHEMA = T.StructType([
+    T.StructField(CASE, T.StringType()), T.StructField(ACTIVITY, T.StringType()),
+    T.StructField(RAW_TS, T.StringType()), T.StructField(RESOURCE, T.StringType()),
+    T.StructField(LIFECYCLE, T.StringType()),
+    T.StructField(ATTRIBUTES, T.MapType(T.StringType(), T.StringType())),
+    T.StructField(ROW_ORDER, T.LongType()),
+])
+
+
+class XesError(InputError):
+    """A malformed XES file; the message names the line."""
+
+
+def _local_copy(spark: SparkSession, path: str) -> tuple[str, bool]:
+    if "://" not in path or path.startswith("file:"):
+        local = path.removeprefix("file:")
+        if not os.path.isfile(local):
+            raise InputError(f"log not found: {path}")
+        return local, False
+    fs, jpath = _fs(spark, path)
+    if not fs.exists(jpath):
+        raise InputError(f"log not found: {path}")
+    tmp = os.path.join(tempfile.gettempdir(), f"sparkfield-{uuid.uuid4().hex}.xes")
+    fs.copyToLocalFile(False, jpath, spark.sparkContext._jvm.org.apache.hadoop.fs.Path(tmp))
+    return tmp, True
+
+
+def _open(path: str) -> IO[bytes]:
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def iter_xes(path: str, chunk: int = 50_000) -> Iterator[pd.DataFrame]:
+    """Events of an XES file in file order, ``chunk`` rows at a time."""
+    from lxml import etree
+
+    rows: list[tuple[Any, ...]] = []
+    order = 0
+    case: str | None = None
+    event: dict[str, Any] | None = None
+    depth_in_event = 0
+    with _open(path) as fh:
+        try:
+            for action, el in etree.iterparse(fh, events=("start", "end"), huge_tree=True,
+                                              resolve_entities=False, no_network=True):
+                tag = etree.QName(el).localname if isinstance(el.tag, str) else ""
+                if action == "start":
+                    if tag == "trace":
+                        case = None
+                    elif tag == "event":
+                        if event is not None:
+                            raise XesError(f"{path}: line {el.sourceline}: nested <event>")
+                        event = {"attrs": {}}
+                        depth_in_event = 0
+                    elif event is not None and tag in _TYPES:
+                        depth_in_event += 1
+                    continue
+                # end
+                if tag in _TYPES:
+                    key = el.get("key")
+                    if event is not None:
+                        depth_in_event -= 1
+                        if depth_in_event == 0 and key is not None:  # top-level attribute
+                            std = _STD.get(key)
+                            if std:
+                                event[std] = el.get("value")
+                            else:
+                                event["attrs"][key] = el.get("value")
+                    elif key == "concept:name" and el.getparent() is not None and \
+                            etree.QName(el.getparent()).localname == "trace":
+                        case = el.get("value")
+                elif tag == "event":
+                    if event is None:
+                        raise XesError(f"{path}: line {el.sourceline}: </event> without <event>")
+                    parent = el.getparent()
+                    if parent is None or etree.QName(parent).localname != "trace":
+                        raise XesError(f"{path}: line {el.sourceline}: <event> outside <trace>")
+                    rows.append((case, event.get(ACTIVITY), event.get(RAW_TS),
+                                 event.get(RESOURCE), event.get(LIFECYCLE),
+                                 event["attrs"] or None, order))
+                    order += 1
+                    event = None
+                    el.clear()
+                    if len(rows) >= chunk:
+                        yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
+                        rows = []
+                elif tag == "trace":
+                    if case is None:
+                        raise XesError(f"{path}: line {el.sourceline}: <trace> without "
+                                       "concept:name")
+                    # events were emitted before the trace name may have been seen: fill it
+                    rows = [(case if r[0] is None else r[0], *r[1:]) for r in rows]
+                    el.clear()
+        except etree.XMLSyntaxError as exc:
+            raise XesError(f"{path}: line {exc.lineno}: malformed XML: {exc.msg}") from None
+    if rows:
+        yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
+
+
+def read_xes(spark: SparkSession, path: str) -> DataFrame:
+    """Raw event rows (strings) of an XES log, to be parsed and validated like any source."""
+    local, temporary = _local_copy(spark, path)
+    try:
+        frames = list(iter_xes(local))
+    finally:
+        if temporary:
+            os.remove(local)
+    if not frames:
+        raise XesError(f"{path}: no events")
+    pdf = pd.concat(frames, ignore_index=True)
+    if pdf[CASE].isna().any():
+        raise XesError(f"{path}: events outside a named trace")
+    return spark.createDataFrame(pdf, RAW_SCHEMA)
+
+
+def _esc(col: Column) -> Column:
+    out = col.cast("string")
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&apos;")):
+        out = F.replace(out, F.lit(a), F.lit(b))
+    return out
+
+
+def _attr(kind: str, key: str, value: Column) -> Column:
+    return F.when(value.isNotNull(), F.concat(
+        F.lit(f'<{kind} key="{key}" value="'), _esc(value), F.lit('"/>')))
+
+
+def trace_xml(events: DataFrame) -> DataFrame:
+    """One row per case: ``case_id`` and the ``<trace>`` element as text (events in order)."""
+    ts = F.date_format(F.col(TIMESTAMP), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+    extra = F.array_join(F.transform(
+        F.map_entries(F.coalesce(F.col(ATTRIBUTES), F.create_map().cast(
+            "map<string,string>"))),
+        lambda e: F.concat(F.lit('<string key="'), _esc(e["key"]), F.lit('" value="'),
+                           _esc(e["value"]), F.lit('"/>'))), "")
+    event = F.concat_ws(
+        "", F.lit("<event>"), _attr("string", "concept:name", F.col(ACTIVITY)),
+        _attr("date", "time:timestamp", ts), _attr("string", "org:resource", F.col(RESOURCE)),
+        _attr("string", "lifecycle:transition", F.col(LIFECYCLE)), extra, F.lit("</event>"))
+    per_case = events.groupBy(CASE).agg(F.sort_array(F.collect_list(F.struct(
+        *[F.col(c) for c in ORDER], event.alias("xml")))).alias("evs"))
+    return per_case.select(CASE, F.concat(
+        F.lit("<trace>"), _attr("string", "concept:name", F.col(CASE)),
+        F.array_join(F.col("evs.xml"), ""), F.lit("</trace>")).alias("xml"))
+
+
+XES_HEADER = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<log xes.version="1849-2016" xes.features="nested-attributes" '
+    'xmlns="http://www.xes-standard.org/">\n'
+    '<extension name="Concept" prefix="concept" uri="http://www.xes-standard.org/concept.xesext"/>\n'
+    '<extension name="Time" prefix="time" uri="http://www.xes-standard.org/time.xesext"/>\n'
+    '<extension name="Organizational" prefix="org" uri="http://www.xes-standard.org/org.xesext"/>\n'
+    '<extension name="Lifecycle" prefix="lifecycle" '
+    'uri="http://www.xes-standard.org/lifecycle.xesext"/>\n'
+    '<global scope="trace"><string key="concept:name" value="__INVALID__"/></global>\n'
+    '<global scope="event"><string key="concept:name" value="__INVALID__"/>'
+    '<date key="time:timestamp" value="1970-01-01T00:00:00.000+00:00"/></global>\n'
+    '<classifier name="Activity" keys="concept:name"/>\n'
+    '<classifier name="Activity and lifecycle" keys="concept:name lifecycle:transition"/>\n'
+)
+XES_FOOTER = "</log>\n"
+
+
+def concat_gzip_parts(spark: SparkSession, parts_dir: str, target: str, header: str,
+                      footer: str) -> None:
+    """Header member + Spark's gzip part files in order + footer member -> one file."""
+    fs, jparts = _fs(spark, parts_dir)
+    names = sorted(
+        s.getPath().getName() for s in fs.listStatus(jparts)
+        if s.getPath().getName().startswith("part-")
+    )
+    jvm = spark.sparkContext._jvm
+    tfs, jtarget = _fs(spark, target)
+    out = tfs.create(jtarget, True)
+    try:
+        out.write(bytearray(gzip.compress(header.encode("utf-8"), mtime=0)))
+        for name in names:
+            stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts_dir}/{name}"))
+            try:
+                jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
+            finally:
+                stream.close()
+        out.write(bytearray(gzip.compress(footer.encode("utf-8"), mtime=0)))
+    finally:
+        out.close()
+    fs.delete(jparts, True)
+
+
+def write_xes_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
+    """The whole log as one gzip XES file, traces ordered by case id."""
+    parts = f"{target}.__parts"
+    (trace_xml(events).orderBy(CASE).select("xml").write.mode("overwrite")
+     .option("compression", "gzip").text(parts))
+    concat_gzip_parts(spark, parts, target, XES_HEADER, XES_FOOTER)
+
+
+def write_csv_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
+    """The log as one gzip CSV (case_id, activity, timestamp ISO-8601 UTC, resource,
+    lifecycle, attributes as JSON), events in case and time order."""
+    cols = [CASE, ACTIVITY, TIMESTAMP, RESOURCE, LIFECYCLE, ATTRIBUTES]
+    out = events.orderBy(CASE, *ORDER).select(
+        CASE, ACTIVITY, F.date_format(TIMESTAMP, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(TIMESTAMP),
+        RESOURCE, LIFECYCLE,
+        F.when(F.col(ATTRIBUTES).isNotNull(), F.to_json(ATTRIBUTES)).alias(ATTRIBUTES))
+    parts = f"{target}.__parts"
+    (out.write.mode("overwrite").option("compression", "gzip").option("header", "false")
+     .option("escape", '"').csv(parts))
+    concat_gzip_parts(spark, parts, target, ",".join(cols) + "\n", "")
