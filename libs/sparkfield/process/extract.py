@@ -89,6 +89,14 @@ def extract(
     spark: SparkSession, mapping: Mapping, fraction: float | None = None, seed: int = 42
 ) -> Extracted:
     frames = {name: read_source(spark, s) for name, s in mapping.sources.items()}
+    for name, df in frames.items():
+        df.drop("__row").createOrReplaceTempView(name)
+    for name, query in mapping.views.items():
+        try:
+            frames[name] = spark.sql(query).withColumn("__row", F.monotonically_increasing_id())
+        except (AnalysisException, ParseException) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise MappingError(f"view {name!r}: {first}") from None
     parts = []
     for act in mapping.activities:
         df = frames[act.source]
@@ -117,5 +125,5 @@ def extract(
         ))
     rows = reduce(DataFrame.unionByName, parts)
     rows = sample_cases(rows, fraction, seed)
-    empty = [name for name, df in frames.items() if df.isEmpty()]
+    empty = [name for name in mapping.sources if frames[name].isEmpty()]
     return Extracted(rows=rows, empty_sources=empty)

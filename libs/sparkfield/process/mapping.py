@@ -14,10 +14,12 @@ from typing import Any
 
 import yaml
 
+from sparkfield.core.conf import ConfigError
+
 FORMATS = {"csv", "parquet", "json", "jdbc"}
 
 
-class MappingError(ValueError):
+class MappingError(ConfigError):
     """The mapping file is invalid; the message names the place."""
 
 
@@ -50,16 +52,18 @@ class Activity:
     where: str | None = None
     attributes: dict[str, str] = field(default_factory=dict)  # name -> expression
     timestamp_format: str | None = None
+    title: str | None = None  # how reports name an expression-named activity
 
     @property
     def label(self) -> str:
-        return self.name or self.activity or f"activity #{self.index + 1}"
+        return self.name or self.title or f"activity #{self.index + 1}"
 
 
 @dataclass(frozen=True)
 class Mapping:
     sources: dict[str, Source]
     activities: list[Activity]
+    views: dict[str, str] = field(default_factory=dict)  # name -> Spark SQL over sources
     timezone: str = "UTC"
     min_timestamp: str = "1970-01-01"
     max_timestamp: str = "2100-01-01"
@@ -124,6 +128,12 @@ def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") 
             lower_bound=s.get("lower_bound"), upper_bound=s.get("upper_bound"),
             num_partitions=s.get("num_partitions"),
         )
+    views = doc.get("views") or {}
+    if not isinstance(views, dict):
+        raise MappingError(f"{origin}: 'views' must map names to SQL queries")
+    clash = set(views) & set(sources)
+    if clash:
+        raise MappingError(f"{origin}: view names clash with sources: {sorted(clash)}")
     raw_acts = doc.get("activities") or []
     if not isinstance(raw_acts, list) or not raw_acts:
         raise MappingError(f"{origin}: 'activities' must list at least one activity")
@@ -139,9 +149,9 @@ def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") 
         for key in ("source", "case_id", "timestamp"):
             if not a.get(key):
                 raise MappingError(f"{where} ({label}): missing {key!r}")
-        if a["source"] not in sources:
+        if a["source"] not in sources and a["source"] not in views:
             raise MappingError(f"{where} ({label}): unknown source {a['source']!r} "
-                               f"(sources: {', '.join(sources)})")
+                               f"(sources: {', '.join([*sources, *views])})")
         attrs = a.get("attributes") or {}
         if isinstance(attrs, list):
             attrs = {str(c): f"`{c}`" for c in attrs}
@@ -150,9 +160,10 @@ def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") 
             timestamp=str(a["timestamp"]), name=a.get("name"), activity=a.get("activity"),
             resource=a.get("resource"), lifecycle=a.get("lifecycle"), where=a.get("where"),
             attributes={str(k): str(v) for k, v in attrs.items()},
-            timestamp_format=a.get("timestamp_format"),
+            timestamp_format=a.get("timestamp_format"), title=a.get("label"),
         ))
     bounds = doc.get("timestamp_bounds") or {}
-    return Mapping(sources=sources, activities=acts, timezone=str(doc.get("timezone", "UTC")),
+    return Mapping(sources=sources, activities=acts, views={str(k): str(v) for k, v in
+                                                           views.items()}, timezone=str(doc.get("timezone", "UTC")),
                    min_timestamp=str(bounds.get("min", "1970-01-01")),
                    max_timestamp=str(bounds.get("max", "2100-01-01")), origin=origin)
