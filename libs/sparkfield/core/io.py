@@ -131,6 +131,9 @@ class AtomicOutput:
         self.staging = f"{self.final}.__staging-{token}"
         self._old = f"{self.final}.__old-{token}"
         self.files: list[str] = []
+        fs, _ = _fs(spark, self.staging)
+        if fs.getUri().getScheme() == "file":
+            fs.setWriteChecksum(False)  # no .crc side files next to the outputs
 
     def path(self, name: str) -> str:
         self.files.append(name)
@@ -138,8 +141,6 @@ class AtomicOutput:
 
     def write_bytes(self, name: str, data: bytes) -> str:
         fs, jpath = _fs(self.spark, self.path(name))
-        if fs.getUri().getScheme() == "file":
-            fs.setWriteChecksum(False)  # no .crc side files next to plain outputs
         out = fs.create(jpath, True)
         try:
             out.write(bytearray(data))

@@ -67,8 +67,10 @@ def classify(df: DataFrame, min_ts: str, max_ts: str, dedupe: bool = True) -> Da
     out = df.withColumn(REASON, reason)
     if not dedupe:
         return out
+    # an exact repeat: every field equal, attributes included
     key = [CASE, ACTIVITY, TIMESTAMP, F.coalesce(F.col(RESOURCE), F.lit("\u0000")),
-           F.coalesce(F.col(LIFECYCLE), F.lit("\u0000"))]
+           F.coalesce(F.col(LIFECYCLE), F.lit("\u0000")),
+           F.coalesce(F.to_json(F.col(ATTRIBUTES)), F.lit("\u0000"))]
     w = Window.partitionBy(F.col(REASON).isNull(), *key).orderBy(SRC_ORDER, ROW_ORDER)
     dup = F.col(REASON).isNull() & (F.row_number().over(w) > 1)
     return out.withColumn(REASON, F.when(dup, "duplicate event").otherwise(F.col(REASON)))

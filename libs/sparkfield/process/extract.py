@@ -9,6 +9,7 @@ from functools import reduce
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.io import CORRUPT_COL, read_csv_strings, require_path
 from sparkfield.process.events import RAW_TS, parse_timestamp, sample_cases
@@ -38,6 +39,15 @@ def read_source(spark: SparkSession, src: Source) -> DataFrame:
     return df.withColumn("__row", F.monotonically_increasing_id())
 
 
+_DRIVERS = {
+    "postgresql": "org.postgresql.Driver",
+    "mysql": "com.mysql.cj.jdbc.Driver",
+    "mariadb": "org.mariadb.jdbc.Driver",
+    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
+    "oracle": "oracle.jdbc.OracleDriver",
+}
+
+
 def _env(name: str | None, src: Source, what: str) -> str | None:
     if not name:
         return None
@@ -48,7 +58,12 @@ def _env(name: str | None, src: Source, what: str) -> str | None:
 
 
 def _read_jdbc(spark: SparkSession, src: Source) -> DataFrame:
-    reader = spark.read.format("jdbc").option("url", src.url).option("dbtable", src.table)
+    # timestamps without zone stay wall-clock times, read in the mapping's time zone
+    reader = (spark.read.format("jdbc").option("url", src.url).option("dbtable", src.table)
+              .option("preferTimestampNTZ", "true"))
+    driver = src.options.get("driver") or _DRIVERS.get(src.url.split(":")[1] if src.url else "")
+    if driver:  # named explicitly so a jar passed with spark.jars is found
+        reader = reader.option("driver", driver)
     user = _env(src.user_env, src, "user_env")
     password = _env(src.password_env, src, "password_env")
     if user is not None:
@@ -71,11 +86,14 @@ def _expr(df: DataFrame, text: str, act: Activity, field: str) -> Column:
     """Compile a mapping expression against the source now, so an unknown column or a
     syntax error is reported by activity and field before any data is processed."""
     try:
-        df.select(F.expr(text).alias("_")).schema  # noqa: B018 - analysis only
+        dtype = df.select(F.expr(text).alias("_")).schema["_"].dataType  # analysis only
     except (AnalysisException, ParseException) as exc:
         first = str(exc).strip().splitlines()[0]
         raise MappingError(f"activity {act.label!r}: {field} expression {text!r}: {first}") \
             from None
+    if field == "where" and not isinstance(dtype, T.BooleanType):
+        raise MappingError(f"activity {act.label!r}: where expression {text!r} gives "
+                           f"{dtype.simpleString()}, not a boolean")
     return F.expr(text)
 
 
@@ -93,7 +111,8 @@ def extract(
         df.drop("__row").createOrReplaceTempView(name)
     for name, query in mapping.views.items():
         try:
-            frames[name] = spark.sql(query).withColumn("__row", F.monotonically_increasing_id())
+            # a join has no stable row order: ties inside a view are broken by activity name
+            frames[name] = spark.sql(query).withColumn("__row", F.lit(0).cast("long"))
         except (AnalysisException, ParseException) as exc:
             first = str(exc).strip().splitlines()[0]
             raise MappingError(f"view {name!r}: {first}") from None

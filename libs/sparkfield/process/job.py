@@ -177,7 +177,7 @@ def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, ev: DataFra
            report: RunReport) -> None:
     with report.step("write_events"):
         out.write_parquet("events", ev.drop(SRC_ORDER).repartition(CASE).sortWithinPartitions(
-            CASE, *[c for c in ORDER if c != SRC_ORDER]))
+            CASE, *[c for c in ORDER if c != SRC_ORDER]))  # row_order kept: ties stay resolvable
     with report.step("write_views"):
         out.write_single_csv("dfg.csv", views.dfg)
         out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",

@@ -23,4 +23,5 @@ EVENT_SCHEMA = T.StructType(
     ]
 )
 EVENT_COLUMNS = [f.name for f in EVENT_SCHEMA.fields]
-ORDER = [TIMESTAMP, SRC_ORDER, ROW_ORDER]
+# a SQL view has no row order (row_order is 0 for its rows): its ties fall back to the name
+ORDER = [TIMESTAMP, SRC_ORDER, ROW_ORDER, ACTIVITY]

@@ -47,7 +47,8 @@ def cases(events: DataFrame) -> DataFrame:
     per = events.groupBy(CASE).agg(
         F.min(TIMESTAMP).alias("start"), F.max(TIMESTAMP).alias("end"),
         F.count(F.lit(1)).alias("events"),
-        F.sort_array(F.collect_list(F.struct(*[F.col(c) for c in ORDER], F.col(ACTIVITY))))
+        F.sort_array(F.collect_list(F.struct(
+            *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)], F.col(ACTIVITY))))
         .alias("seq"),
     )
     return per.select(

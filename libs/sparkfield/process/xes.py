@@ -174,7 +174,8 @@ def trace_xml(events: DataFrame) -> DataFrame:
         _attr("date", "time:timestamp", ts), _attr("string", "org:resource", F.col(RESOURCE)),
         _attr("string", "lifecycle:transition", F.col(LIFECYCLE)), extra, F.lit("</event>"))
     per_case = events.groupBy(CASE).agg(F.sort_array(F.collect_list(F.struct(
-        *[F.col(c) for c in ORDER], event.alias("xml")))).alias("evs"))
+        *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)], event.alias("xml")))
+    ).alias("evs"))
     return per_case.select(CASE, F.concat(
         F.lit("<trace>"), _attr("string", "concept:name", F.col(CASE)),
         F.array_join(F.col("evs.xml"), ""), F.lit("</trace>")).alias("xml"))
