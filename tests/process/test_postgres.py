@@ -119,7 +119,8 @@ def test_jdbc_extraction_equals_csv_extraction(spark, repo_root, tmp_path, postg
         cwd=ROOT, capture_output=True, text=True, timeout=600,
         env={**postgres["env"], "SPARKFIELD_PYTHON": sys.executable})
     log = res.stdout + res.stderr
-    assert res.returncode == 0, "\n".join(l for l in log.splitlines() if "Exception" in l or "rror" in l)[:3000]
+    errors = [line for line in log.splitlines() if "Exception" in line or "rror" in line]
+    assert res.returncode == 0, "\n".join(errors)[:3000]
 
     cfg = load_config("event_log", "local", repo_root / "conf", {"job": {
         "mapping": str(repo_root / "conf/event_logs/olist_orders.yaml"),

@@ -163,7 +163,8 @@ def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") 
             timestamp_format=a.get("timestamp_format"), title=a.get("label"),
         ))
     bounds = doc.get("timestamp_bounds") or {}
-    return Mapping(sources=sources, activities=acts, views={str(k): str(v) for k, v in
-                                                           views.items()}, timezone=str(doc.get("timezone", "UTC")),
+    return Mapping(sources=sources, activities=acts,
+                   views={str(k): str(v) for k, v in views.items()},
+                   timezone=str(doc.get("timezone", "UTC")),
                    min_timestamp=str(bounds.get("min", "1970-01-01")),
                    max_timestamp=str(bounds.get("max", "2100-01-01")), origin=origin)
