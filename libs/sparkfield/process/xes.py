@@ -66,69 +66,68 @@ def _open(path: str) -> IO[bytes]:
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
+def _local(tag: object) -> str:
+    return tag.rpartition("}")[2] if isinstance(tag, str) else ""
+
+
 def iter_xes(path: str, chunk: int = 50_000) -> Iterator[pd.DataFrame]:
-    """Events of an XES file in file order, ``chunk`` rows at a time."""
+    """Events of an XES file in file order, ``chunk`` rows at a time.
+
+    Only ``end`` events are handled: an event's attributes are its direct children (nested
+    attribute values are not flattened), and the trace name may come before or after its
+    events. Finished elements are cleared, so memory stays bounded by one trace."""
     from lxml import etree
 
-    rows: list[tuple[Any, ...]] = []
+    rows: list[list[Any]] = []
+    trace_start = 0  # index in ``rows`` of the current trace's first event
     order = 0
-    case: str | None = None
-    event: dict[str, Any] | None = None
-    depth_in_event = 0
     with _open(path) as fh:
         try:
-            for action, el in etree.iterparse(fh, events=("start", "end"), huge_tree=True,
-                                              resolve_entities=False, no_network=True):
-                tag = etree.QName(el).localname if isinstance(el.tag, str) else ""
-                if action == "start":
-                    if tag == "trace":
-                        case = None
-                    elif tag == "event":
-                        if event is not None:
-                            raise XesError(f"{path}: line {el.sourceline}: nested <event>")
-                        event = {"attrs": {}}
-                        depth_in_event = 0
-                    elif event is not None and tag in _TYPES:
-                        depth_in_event += 1
-                    continue
-                # end
-                if tag in _TYPES:
-                    key = el.get("key")
-                    if event is not None:
-                        depth_in_event -= 1
-                        if depth_in_event == 0 and key is not None:  # top-level attribute
-                            std = _STD.get(key)
-                            if std:
-                                event[std] = el.get("value")
-                            else:
-                                event["attrs"][key] = el.get("value")
-                    elif key == "concept:name" and el.getparent() is not None and \
-                            etree.QName(el.getparent()).localname == "trace":
-                        case = el.get("value")
-                elif tag == "event":
-                    if event is None:
-                        raise XesError(f"{path}: line {el.sourceline}: </event> without <event>")
+            for _, el in etree.iterparse(fh, events=("end",), huge_tree=True,
+                                         resolve_entities=False, no_network=True):
+                tag = _local(el.tag)
+                if tag == "event":
                     parent = el.getparent()
-                    if parent is None or etree.QName(parent).localname != "trace":
+                    if parent is None or _local(parent.tag) != "trace":
                         raise XesError(f"{path}: line {el.sourceline}: <event> outside <trace>")
-                    rows.append((case, event.get(ACTIVITY), event.get(RAW_TS),
-                                 event.get(RESOURCE), event.get(LIFECYCLE),
-                                 event["attrs"] or None, order))
+                    std: dict[str, Any] = {}
+                    attrs: dict[str, Any] = {}
+                    for child in el:
+                        if _local(child.tag) in _TYPES:
+                            key = child.get("key")
+                            if key is None:
+                                continue
+                            slot = _STD.get(key)
+                            if slot:
+                                std[slot] = child.get("value")
+                            else:
+                                attrs[key] = child.get("value")
+                    rows.append([None, std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE),
+                                 std.get(LIFECYCLE), attrs or None, order])
                     order += 1
-                    event = None
-                    el.clear()
-                    if len(rows) >= chunk:
-                        yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
-                        rows = []
+                    el.clear(keep_tail=False)
                 elif tag == "trace":
+                    case = None
+                    for child in el:
+                        if _local(child.tag) in _TYPES and child.get("key") == "concept:name":
+                            case = child.get("value")
+                            break
                     if case is None:
                         raise XesError(f"{path}: line {el.sourceline}: <trace> without "
                                        "concept:name")
-                    # events were emitted before the trace name may have been seen: fill it
-                    rows = [(case if r[0] is None else r[0], *r[1:]) for r in rows]
-                    el.clear()
+                    for r in rows[trace_start:]:
+                        r[0] = case
+                    el.clear(keep_tail=False)
+                    while el.getprevious() is not None:
+                        del el.getparent()[0]
+                    if len(rows) >= chunk:
+                        yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
+                        rows = []
+                    trace_start = len(rows)
         except etree.XMLSyntaxError as exc:
             raise XesError(f"{path}: line {exc.lineno}: malformed XML: {exc.msg}") from None
+    if len(rows) > trace_start:
+        raise XesError(f"{path}: events after the last complete <trace>")
     if rows:
         yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
 
