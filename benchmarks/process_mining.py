@@ -28,7 +28,7 @@ from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
 from sparkfield.process.events import classify, good_events
 from sparkfield.process.logs import LogColumns, read_log
-from sparkfield.process.views import compute_views
+from sparkfield.process.views import case_sequences, compute_views
 from sparkfield.process.xes import write_xes_gz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,12 +42,14 @@ def timed(fn):
 
 
 def ours_views(events):
-    v = compute_views(events)
+    seqs = case_sequences(events).cache()
+    v = compute_views(events, seqs, seqs.count())
     dfg = {(r.source, r.target): int(r.frequency) for r in v.dfg.collect()}
     variants = Counter({r.variant: int(r.cases) for r in v.variants.collect()})
     starts = {r.activity: int(r.cases) for r in v.start_activities.collect()}
     ends = {r.activity: int(r.cases) for r in v.end_activities.collect()}
     durations = sorted(r.duration_s for r in v.cases.select("duration_s").collect())
+    seqs.unpersist()
     return dfg, variants, starts, ends, durations
 
 

@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sparkfield.geo.lattice import Lattice, balance, plan_tiles, tile_candidates
+from sparkfield.core.practices import balance
+from sparkfield.geo.lattice import Lattice, plan_tiles, tile_candidates
 
 from .oracle import brute_force
 

@@ -159,3 +159,33 @@ def salted_join(
     salted_big = big.withColumn(salt, (F.rand(seed) * buckets).cast("int"))
     salted_other = other.withColumn(salt, F.explode(F.sequence(F.lit(0), F.lit(buckets - 1))))
     return salted_big.join(salted_other, keys + [salt], how).drop(salt)
+
+
+def balance(costs: Sequence[float], bins: int) -> list[int]:
+    """Longest-processing-time assignment of items to ``bins``: each item, heaviest first,
+    goes to the least loaded bin. Returns the bin of every item."""
+    loads = [0.0] * bins
+    out = [0] * len(costs)
+    for idx in sorted(range(len(costs)), key=lambda k: -costs[k]):
+        b = min(range(bins), key=loads.__getitem__)
+        out[idx] = b
+        loads[b] += costs[idx]
+    return out
+
+
+def partition_keys(spark: SparkSession, partitions: int) -> list[int]:
+    """For every partition p an int key that Spark's hash partitioning sends to p, so
+    ``repartition(partitions, key)`` places rows exactly where a planner (e.g. :func:`balance`)
+    put them, instead of where hashing happens to."""
+    probe = (
+        spark.range(0, max(64 * partitions, 1024))
+        .select(F.col("id").cast("int").alias("k"))
+        .select("k", F.expr(f"pmod(hash(k), {partitions})").alias("p"))
+        .groupBy("p")
+        .agg(F.min("k").alias("k"))
+        .collect()
+    )
+    keys = {r["p"]: r["k"] for r in probe}
+    if len(keys) < partitions:
+        raise RuntimeError("could not find a hash key for every partition")
+    return [keys[p] for p in range(partitions)]

@@ -201,15 +201,3 @@ def tile_candidates(
         x=xs[ii], y=ys[jj], station=owner[jj, ii], distance=np.sqrt(best[jj, ii]),
         in_search=in_search,
     )
-
-
-def balance(costs: Sequence[float], bins: int) -> list[int]:
-    """Longest-processing-time assignment of items to ``bins``: each item, heaviest first,
-    goes to the least loaded bin. Returns the bin of every item."""
-    loads = [0.0] * bins
-    out = [0] * len(costs)
-    for idx in sorted(range(len(costs)), key=lambda k: -costs[k]):
-        b = min(range(bins), key=loads.__getitem__)
-        out[idx] = b
-        loads[b] += costs[idx]
-    return out

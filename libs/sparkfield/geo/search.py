@@ -12,9 +12,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.practices import skew_stats
+from sparkfield.core.practices import balance, partition_keys, skew_stats
 from sparkfield.core.report import RunReport
-from sparkfield.geo.lattice import Lattice, balance, plan_tiles, tile_candidates
+from sparkfield.geo.lattice import Lattice, plan_tiles, tile_candidates
 
 CANDIDATE_SCHEMA = T.StructType(
     [
@@ -64,23 +64,6 @@ class SearchPlan:
     tiles: list[tuple[int, int]]
     partitions: int
     in_search_estimate: int
-
-
-def _partition_keys(spark: SparkSession, partitions: int) -> list[int]:
-    """For every partition p an int key that Spark's hash partitioning sends to p, so a
-    ``repartition(partitions, key)`` places each tile exactly where the balancer put it."""
-    probe = (
-        spark.range(0, max(64 * partitions, 1024))
-        .select(F.col("id").cast("int").alias("k"))
-        .select("k", F.expr(f"pmod(hash(k), {partitions})").alias("p"))
-        .groupBy("p")
-        .agg(F.min("k").alias("k"))
-        .collect()
-    )
-    keys = {r["p"]: r["k"] for r in probe}
-    if len(keys) < partitions:
-        raise RuntimeError("could not find a hash key for every partition")
-    return [keys[p] for p in range(partitions)]
 
 
 def search(
@@ -139,7 +122,7 @@ def search(
     costs = [cells + per_tile.get(t, 0) * rows_per_disk for t in tiles]
     parts = max(1, min(partitions, len(tiles)))
     assignment = balance(costs, parts)
-    keys = _partition_keys(spark, parts)
+    keys = partition_keys(spark, parts)
     if report is not None:
         # what a plain repartition by tile would give: Spark's own hash of the tile key
         hashed = [0.0] * parts

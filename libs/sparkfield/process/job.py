@@ -28,7 +28,7 @@ from sparkfield.process.extract import extract
 from sparkfield.process.logs import LogColumns, read_log
 from sparkfield.process.mapping import load_mapping
 from sparkfield.process.schema import CASE, ORDER, SRC_ORDER
-from sparkfield.process.views import Views, compute_views
+from sparkfield.process.views import Views, case_sequences, compute_views
 
 log = logging.getLogger("sparkfield.process")
 
@@ -126,18 +126,21 @@ def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source
                 counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
             _account(report, counts, labels)
             events = with_classifier(good_events(rows), p.classifier)
-            with cached(events, "events", report=report) as ev:
+            with cached(events, "events", report=report) as ev, \
+                    cached(case_sequences(ev), "case_sequences", report=report) as seqs:
+                n_events = report.cached[-2]["rows"]
+                n_cases = report.cached[-1]["rows"]
                 with report.step("views"):
-                    views = compute_views(ev)
+                    views = compute_views(ev, seqs, n_cases)
                     small = {
                         "dfg": views.dfg.toPandas(),
                         "activities": views.activities.toPandas(),
                         "start_activities": views.start_activities.toPandas(),
                         "end_activities": views.end_activities.toPandas(),
                     }
-                report.counts["cases"] = views.cases.count()
+                report.counts["cases"] = n_cases
                 report.counts["variants"] = views.variants.count()
-                report.outputs["events"] = report.cached[-1]["rows"]
+                report.outputs["events"] = n_events
                 result = ProcessResult(events=events, views=small, report=report,
                                        rejects=report.total_rejects, output=p.output)
                 result.extras["views"] = views

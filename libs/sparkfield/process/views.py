@@ -1,7 +1,9 @@
 """The views a process miner expects, computed on the event log in Spark.
 
 Events of a case are ordered by timestamp, then the source order (``src_order``,
-``row_order``): a stable sort, as pm4py does it.
+``row_order``): a stable sort, as pm4py does it. One shuffle builds every case's ordered event
+sequence; every view is then derived from that per-case table (cache it when several views
+are needed).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
 from sparkfield.process.schema import ACTIVITY, CASE, ORDER, TIMESTAMP
 
@@ -19,47 +20,41 @@ def _seconds(ts: Column) -> Column:
     return F.unix_micros(ts) / F.lit(1_000_000.0)
 
 
-def with_position(events: DataFrame) -> DataFrame:
-    """Adds ``pos`` (1-based), ``next_activity`` and ``next_timestamp`` within each case."""
-    w = Window.partitionBy(CASE).orderBy(*ORDER)
-    return events.select(
-        "*", F.row_number().over(w).alias("pos"),
-        F.lead(ACTIVITY).over(w).alias("next_activity"),
-        F.lead(TIMESTAMP).over(w).alias("next_timestamp"),
+def case_sequences(events: DataFrame) -> DataFrame:
+    """One row per case: ``seq``, its events in order as (ordering keys..., a, t)."""
+    return events.groupBy(CASE).agg(F.sort_array(F.collect_list(F.struct(
+        *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)],
+        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t")))).alias("seq"))
+
+
+def cases(seqs: DataFrame) -> DataFrame:
+    """case_id, start, end, duration_s, events, variant (JSON array of activities)."""
+    start, end = F.element_at("seq", 1)["t"], F.element_at("seq", -1)["t"]
+    return seqs.select(
+        CASE, start.alias("start"), end.alias("end"),
+        (_seconds(end) - _seconds(start)).alias("duration_s"),
+        F.size("seq").alias("events"), F.to_json(F.col("seq.a")).alias("variant"),
     )
 
 
-def dfg(positioned: DataFrame) -> DataFrame:
+def dfg(seqs: DataFrame) -> DataFrame:
     """Directly-follows arcs: source, target, frequency, mean_s, median_s (of the time
     between the two events)."""
-    d = _seconds(F.col("next_timestamp")) - _seconds(F.col(TIMESTAMP))
+    pairs = F.expr(
+        "CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
+        "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
+        "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
+        "ELSE array() END")
+    arcs = seqs.select(F.explode(pairs).alias("p")).select("p.*")
     return (
-        positioned.where(F.col("next_activity").isNotNull())
-        .groupBy(F.col(ACTIVITY).alias("source"), F.col("next_activity").alias("target"))
-        .agg(F.count(F.lit(1)).alias("frequency"), F.avg(d).alias("mean_s"),
-             F.percentile(d, 0.5).alias("median_s"))
+        arcs.groupBy("source", "target")
+        .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"),
+             F.percentile("d", 0.5).alias("median_s"))
         .orderBy(F.desc("frequency"), "source", "target")
     )
 
 
-def cases(events: DataFrame) -> DataFrame:
-    """case_id, start, end, duration_s, events, variant (JSON array of activities)."""
-    per = events.groupBy(CASE).agg(
-        F.min(TIMESTAMP).alias("start"), F.max(TIMESTAMP).alias("end"),
-        F.count(F.lit(1)).alias("events"),
-        F.sort_array(F.collect_list(F.struct(
-            *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)], F.col(ACTIVITY))))
-        .alias("seq"),
-    )
-    return per.select(
-        CASE, "start", "end",
-        (_seconds(F.col("end")) - _seconds(F.col("start"))).alias("duration_s"),
-        "events", F.to_json(F.col(f"seq.{ACTIVITY}")).alias("variant"),
-    )
-
-
-def variants(case_table: DataFrame) -> DataFrame:
-    total = case_table.count()
+def variants(case_table: DataFrame, total: int) -> DataFrame:
     return (
         case_table.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"),
                                            F.avg("duration_s").alias("mean_duration_s"))
@@ -76,15 +71,12 @@ def activities(events: DataFrame) -> DataFrame:
     )
 
 
-def endpoint_activities(positioned: DataFrame, which: str) -> DataFrame:
+def endpoint_activities(seqs: DataFrame, which: str) -> DataFrame:
     """Start (``which='start'``) or end activities with the number of cases."""
-    if which == "start":
-        cond = F.col("pos") == 1
-    elif which == "end":
-        cond = F.col("next_activity").isNull()
-    else:
+    if which not in ("start", "end"):
         raise ValueError(which)
-    return (positioned.where(cond).groupBy(ACTIVITY).agg(F.count(F.lit(1)).alias("cases"))
+    act = F.element_at("seq", 1 if which == "start" else -1)["a"]
+    return (seqs.groupBy(act.alias(ACTIVITY)).agg(F.count(F.lit(1)).alias("cases"))
             .orderBy(F.desc("cases"), ACTIVITY))
 
 
@@ -98,12 +90,11 @@ class Views:
     cases: DataFrame
 
 
-def compute_views(events: DataFrame) -> Views:
-    """All views of a log; ``events`` should be cached by the caller (it is read six times)."""
-    positioned = with_position(events)
-    case_table = cases(events)
+def compute_views(events: DataFrame, seqs: DataFrame, n_cases: int) -> Views:
+    """All views from the events and their per-case sequences (cache ``seqs``)."""
+    case_table = cases(seqs)
     return Views(
-        dfg=dfg(positioned), variants=variants(case_table), activities=activities(events),
-        start_activities=endpoint_activities(positioned, "start"),
-        end_activities=endpoint_activities(positioned, "end"), cases=case_table,
+        dfg=dfg(seqs), variants=variants(case_table, n_cases), activities=activities(events),
+        start_activities=endpoint_activities(seqs, "start"),
+        end_activities=endpoint_activities(seqs, "end"), cases=case_table,
     )

@@ -1,0 +1,224 @@
+"""bag_of_words end to end: a real HTTP server on 127.0.0.1 serving real Wikipedia pages and
+the failure cases a crawler meets; vocabulary counts against an independent count."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from bs4 import BeautifulSoup
+
+from sparkfield.core.conf import load_config
+from sparkfield.text import run
+
+from .conftest import PAGES
+
+FETCH = {"delay_s": 0.05, "backoff_s": 0.1, "max_retries": 2, "connect_timeout_s": 2,
+         "read_timeout_s": 1, "max_redirects": 4, "max_bytes": 400_000,
+         "max_retry_after_s": 5, "user_agent": "sparkfield-test"}
+
+
+class Site:
+    def __init__(self, pages: Path):
+        self.pages = pages
+        self.hits: Counter = Counter()
+        self.spans: dict[str, list] = defaultdict(list)
+        self.lock = threading.Lock()
+
+
+def make_handler(site: Site):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):  # quiet
+            pass
+
+        def _send(self, code, body=b"", ctype="text/html; charset=utf-8", headers=None):
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            if body:
+                self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802
+            start = time.monotonic()
+            path = self.path
+            with site.lock:
+                site.hits[path] += 1
+                n = site.hits[path]
+            try:
+                self._route(path, n)
+            finally:
+                if path != "/slow":  # the client gives up on these before the server ends
+                    with site.lock:
+                        site.spans[self.headers["Host"]].append((start, time.monotonic()))
+
+        def _route(self, path, n):
+            if path == "/robots.txt":
+                return self._send(200, b"User-agent: *\nDisallow: /private/\n", "text/plain")
+            if path.startswith("/wiki/"):
+                return self._send(200, (site.pages / path[6:]).read_bytes())
+            if path == "/flaky":
+                if n == 1:
+                    return self._send(500, b"oops")
+                return self._send(200, b"<html><p>Flaky page works now.</p></html>")
+            if path == "/busy":
+                if n == 1:
+                    return self._send(429, b"", headers={"Retry-After": "1"})
+                return self._send(200, b"<html><p>Patience pays.</p></html>")
+            if path == "/slow":
+                time.sleep(2.5)
+                return self._send(200, b"<html><p>too late</p></html>")
+            if path.startswith("/loop/"):
+                nxt = "/loop/b" if path == "/loop/a" else "/loop/a"
+                return self._send(302, b"", headers={"Location": nxt})
+            if path == "/image.png":
+                return self._send(200, b"\x89PNG....", "image/png")
+            if path == "/big":
+                return self._send(200, b"<html><p>" + b"word " * 100_000 + b"</p></html>")
+            if path == "/latin1":
+                return self._send(200, "<html><p>Café crème à Noël.</p></html>".encode(
+                    "iso-8859-1"), "text/html; charset=iso-8859-1")
+            return self._send(404, b"not here")
+
+    return Handler
+
+
+class QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):  # timed-out clients close early
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(wiki_pages):
+    s = Site(wiki_pages)
+    server = QuietServer(("127.0.0.1", 0), make_handler(s))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    s.port = server.server_address[1]
+    yield s
+    server.shutdown()
+
+
+def _urls(site) -> dict[str, str]:
+    a = f"http://127.0.0.1:{site.port}"
+    b = f"http://localhost:{site.port}"  # a second host name for the same server
+    expected = {f"{a}/wiki/{p}": "ok" for p in PAGES[:3]}
+    expected.update({f"{b}/wiki/{p}": "ok" for p in PAGES[3:]})
+    expected.update({
+        f"{a}/missing": "HTTP 404", f"{a}/flaky": "ok", f"{b}/busy": "ok",
+        f"{a}/slow": "ReadTimeout", f"{a}/loop/a": "too many redirects",
+        f"{a}/private/secret": "disallowed by robots.txt", f"{b}/image.png": "not HTML",
+        f"{a}/big": "too large", f"{b}/latin1": "ok", "ftp://example.org/file": "unsupported",
+    })
+    return expected
+
+
+def _cfg(repo_root, urls_file, out, **job):
+    return load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"urls": str(urls_file)}, "output": str(out), "fetch": FETCH, **job}})
+
+
+def test_every_url_has_exactly_one_outcome(spark, repo_root, tmp_path, site):
+    expected = _urls(site)
+    urls_file = tmp_path / "urls.txt"
+    urls_file.write_text("# crawl list\n" + "\n".join(expected) + "\n" + next(iter(expected))
+                         + "\n\n")
+    out = tmp_path / "out"
+    res = run(spark, _cfg(repo_root, urls_file, out))
+    pages = pd.read_parquet(out / "pages")
+    assert sorted(pages["url"]) == sorted(expected)  # each once, duplicate line folded
+    assert res.report.counts["duplicate_urls"] == 1
+    for row in pages.itertuples():
+        want = expected[row.url]
+        if want == "ok":
+            assert row.error is None and row.status == 200 and row.html, row
+        else:
+            assert row.error is not None and want in row.error, (row.url, row.error)
+    by_url = pages.set_index("url")
+    a = f"http://127.0.0.1:{site.port}"
+    assert by_url.loc[f"{a}/flaky", "attempts"] == 2
+    assert "Café crème à Noël" in by_url.loc[f"http://localhost:{site.port}/latin1", "html"]
+    # bounded loops: retries, redirects; robots-disallowed never requested
+    assert site.hits["/slow"] == FETCH["max_retries"] + 1
+    assert site.hits["/loop/a"] + site.hits["/loop/b"] <= FETCH["max_redirects"] + 2
+    assert site.hits["/private/secret"] == 0
+    assert site.hits["/missing"] == 1
+    # politeness: never two requests at once to the same host
+    for spans in site.spans.values():
+        spans = sorted(spans)
+        assert all(b[0] >= a[1] - 1e-3 for a, b in zip(spans, spans[1:], strict=False))
+    rejects = pd.read_parquet(out / "rejects")
+    failed = pages[pages["error"].notna()]
+    assert len(rejects[rejects["source"] == "pages"]) == len(failed) == 7
+    assert res.report.skew["fetch.urls_per_partition"]["partitions"] >= 1
+
+    # a re-run reuses what succeeded and fetches only what failed
+    before = Counter(site.hits)
+    run(spark, _cfg(repo_root, urls_file, out))
+    again = {p: site.hits[p] - before[p] for p in site.hits}
+    assert again[f"/wiki/{PAGES[0]}"] == 0 and again["/flaky"] == 0
+    assert again["/missing"] == 1
+    assert len(pd.read_parquet(out / "pages")) == len(expected)
+    # --refresh fetches everything again
+    before = Counter(site.hits)
+    run(spark, _cfg(repo_root, urls_file, out, refresh=True))
+    assert site.hits[f"/wiki/{PAGES[0]}"] - before[f"/wiki/{PAGES[0]}"] == 1
+
+
+def _oracle(pages_dir: Path) -> pd.DataFrame:
+    import re
+
+    counts, docs = Counter(), Counter()
+    for f in sorted(pages_dir.iterdir()):
+        soup = BeautifulSoup(f.read_bytes(), "lxml")
+        for t in soup(["script", "style", "noscript", "template"]):
+            t.decompose()
+        words = [w for p in soup.find_all("p")
+                 for w in re.findall(r"\w+", p.get_text(" ", strip=True).lower())]
+        counts.update(words)
+        docs.update(set(words))
+    table = pd.DataFrame({"word": list(counts), "count": [counts[w] for w in counts],
+                          "documents": [docs[w] for w in counts]})
+    return table.sort_values(["count", "word"], ascending=[False, True]).head(200) \
+        .reset_index(drop=True)
+
+
+@pytest.mark.parametrize("vector", ["binary", "count", "tfidf"])
+def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path, wiki_pages,
+                                                      vector):
+    out = tmp_path / "out"
+    cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"html_dir": str(wiki_pages)}, "output": str(out), "vector": vector}})
+    res = run(spark, cfg)
+    vocab = pd.read_csv(out / "vocabulary.csv", keep_default_na=False)
+    want = _oracle(wiki_pages)
+    pd.testing.assert_frame_equal(vocab[["word", "count", "documents"]], want,
+                                  check_dtype=False)
+    assert vocab["rank"].tolist() == list(range(1, 201))
+    sents = pd.read_parquet(out / "sentences")
+    docs = pd.read_parquet(out / "documents")
+    assert len(docs) == len(PAGES) and set(docs.columns) == {"doc_id", "url", "title", "vector"}
+    assert {"doc_id", "url", "sentence_idx", "sentence", "tokens", "vector"} <= set(sents.columns)
+    vocab_index = {w: i for i, w in enumerate(vocab["word"])}
+    first = sents.iloc[0]
+    vec = first["vector"]
+    size = vec["size"] if isinstance(vec, dict) else len(vec)
+    assert size == 200
+    toks = Counter(t for t in first["tokens"] if t in vocab_index)
+    got = dict(zip(vec["indices"], vec["values"], strict=True))
+    if vector == "binary":
+        assert got == {vocab_index[t]: 1.0 for t in toks}
+    elif vector == "count":
+        assert got == {vocab_index[t]: float(n) for t, n in toks.items()}
+    else:
+        assert set(got) == {vocab_index[t] for t in toks} - {
+            i for i, v in got.items() if v == 0}
+    assert (out / "top_words.png").read_bytes()[:4] == b"\x89PNG"
+    assert res.report.outputs["documents"] == len(PAGES)
