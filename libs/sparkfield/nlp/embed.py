@@ -52,7 +52,8 @@ def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str =
         make_predict_fn(str(folder), device, max_tokens, half, threads),
         return_type=EMBED_SCHEMA, batch_size=batch_size)
     good = base.where("__ok").select("id", "text", encode("text").alias("e")).select(
-        "id", "text", "e.embedding", F.col("e.truncated").cast("boolean").alias("truncated"), F.lit(None).cast("string").alias("reason"))
+        "id", "text", "e.embedding", F.col("e.truncated").cast("boolean").alias("truncated"),
+        F.lit(None).cast("string").alias("reason"))
     bad = base.where(~F.col("__ok")).select(
         "id", "text", F.lit(None).cast("array<float>").alias("embedding"),
         F.lit(None).cast("boolean").alias("truncated"),
