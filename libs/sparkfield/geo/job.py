@@ -150,6 +150,14 @@ def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
                                p.sample, p.seed)
         stations_in = read_stations(spark, p.stations, area)
         competitors_in = read_competitors(spark, p.competitors, area, p.competitor_filter)
+    # the crime file is parsed once: counts, search, rejects and maps all read this cache
+    with cached(crime_in.classified, "crime_rows", cfg.practices.storage_level, report):
+        return _run(spark, cfg, p, report, crime_in, stations_in, competitors_in)
+
+
+def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunReport,
+         crime_in, stations_in, competitors_in) -> CoffeeShopResult:
+    with report.step("count_inputs"):
         outcomes = crime_in.outcome_counts()
     report.inputs = {
         "crimes": sum(outcomes.values()),

@@ -155,7 +155,9 @@ def search(
             return
         part = pd.concat(frames, ignore_index=True)
         for (ti, tj), grp in part.groupby(["ti", "tj"], sort=True):
-            crimes_g = grp[grp["x"].notna()]
+            # identical disks (crimes at the same offset address, same category radius) add
+            # nothing to the union: one of each is enough, exactly
+            crimes_g = grp[grp["x"].notna()].drop_duplicates(["x", "y", "r"])
             res = tile_candidates(
                 int(ti), int(tj), lattice, sx, sy, radius_m,
                 crimes_g["x"].to_numpy(), crimes_g["y"].to_numpy(), crimes_g["r"].to_numpy(),
