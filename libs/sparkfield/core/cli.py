@@ -8,12 +8,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from sparkfield.core.batch import LockHeld, OutputLock, is_local, partition_path
 from sparkfield.core.conf import Config, ConfigError, load_config
 from sparkfield.core.io import InputError
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
+EXIT_REJECTED = 3  # finished, but rejected more input than the job allows
+EXIT_LOCKED = 4  # another run of the same job and output is in progress
 
 
 def base_parser(job: str, description: str) -> argparse.ArgumentParser:
@@ -24,6 +27,11 @@ def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--output", default=None, help="output directory (replaced atomically)")
     parser.add_argument("--sample", type=float, default=None,
                         help="fraction of the input to use (seeded), e.g. 0.01 for a first look")
+    parser.add_argument("--run-date", default=None,
+                        help="YYYY-MM-DD: write into OUTPUT/run_date=... (a re-run replaces "
+                        "only that date)")
+    parser.add_argument("--max-reject-fraction", type=float, default=None,
+                        help="exit 3 when rejected rows / input rows exceeds this")
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -60,8 +68,9 @@ def main(
     describe: Callable[[Any], str] | None = None,
     argv: Sequence[str] | None = None,
 ) -> int:
-    """Parse flags, load conf, build the session, run, and map failures to exit codes:
-    0 ok, 2 bad input or flags, 1 internal failure."""
+    """Parse flags, load conf, take the output lock, build the session, run, and map the
+    outcome to exit codes: 0 ok, 1 internal failure, 2 bad input or flags, 3 more rejects than
+    ``--max-reject-fraction`` allows (outputs written), 4 another run holds the lock."""
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -69,22 +78,56 @@ def main(
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         cfg = load_config(job, args.profile, args.conf_dir, overrides(args))
-    except ConfigError as exc:
+        output = cfg.job.get("output")
+        if args.run_date:
+            if not output:
+                raise ConfigError("--run-date needs an output")
+            cfg.raw["job"]["output"] = output = partition_path(output, args.run_date)
+            cfg.raw["job"]["run_date"] = args.run_date
+        limit = args.max_reject_fraction
+        if limit is None:
+            limit = cfg.job.get("max_reject_fraction")
+    except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    lock = OutputLock(output, job) if output and is_local(output) else None
+    try:
+        if lock is not None:
+            lock.acquire()
+    except LockHeld as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
     from sparkfield.core.session import build_session
 
-    spark = build_session(cfg)
     try:
-        result = run(spark, cfg)
-        if describe is not None:
-            print(describe(result))
-        return EXIT_OK
-    except (InputError, ConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except Exception:
-        logging.getLogger("sparkfield").exception("job %s failed", job)
-        return EXIT_INTERNAL
+        spark = build_session(cfg)
+        try:
+            result = run(spark, cfg)
+            if describe is not None:
+                print(describe(result))
+            return _check_rejects(result, limit)
+        except (InputError, ConfigError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except Exception:
+            logging.getLogger("sparkfield").exception("job %s failed", job)
+            return EXIT_INTERNAL
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
+        if lock is not None:
+            lock.release()
+
+
+def _check_rejects(result: Any, limit: float | None) -> int:
+    report = getattr(result, "report", None)
+    if limit is None or report is None:
+        return EXIT_OK
+    rows = sum(v for v in report.inputs.values() if isinstance(v, int))
+    fraction = report.total_rejects / rows if rows else 0.0
+    if fraction > limit:
+        print(f"error: {report.total_rejects} of {rows} input rows rejected "
+              f"({fraction:.1%} > {limit:.1%}); outputs were written, see rejects/",
+              file=sys.stderr)
+        return EXIT_REJECTED
+    return EXIT_OK

@@ -15,6 +15,7 @@ from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput
 from sparkfield.core.practices import Checkpointer, cached
 from sparkfield.core.report import RunReport
+from sparkfield.core.stages import add_stage_skew
 from sparkfield.geo import maps
 from sparkfield.geo.crs import UTM10N
 from sparkfield.geo.inputs import (
@@ -198,7 +199,7 @@ def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunRepor
                     result.extras["density"] = _density(crimes)
         report.status = "ok"
         if out is not None:
-            _write(spark, result, competitors_in.points, out)
+            _write(spark, result, competitors_in.points, out, cfg.practices.skew_ratio_threshold)
     except BaseException:
         if out is not None:
             out.abort()
@@ -288,7 +289,7 @@ def _density(crimes: DataFrame) -> pd.DataFrame:
 
 
 def _write(spark: SparkSession, result: CoffeeShopResult, competitors: pd.DataFrame,
-           out: AtomicOutput) -> None:
+           out: AtomicOutput, skew_ratio: float) -> None:
     report = result.report
     with report.step("write_outputs"):
         if result.candidates is None:
@@ -306,5 +307,6 @@ def _write(spark: SparkSession, result: CoffeeShopResult, competitors: pd.DataFr
                                                 result.top, DENSITY_CELL_M, title))
         out.write_text("map.html", maps.map_html(result.stations, competitors, density,
                                                  result.top, DENSITY_CELL_M, title))
+    add_stage_skew(spark, report, skew_ratio)
     out.write_text("run_report.json", report.to_json())
     out.commit()

@@ -14,6 +14,7 @@ from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, require_path
 from sparkfield.core.practices import cached, sample
 from sparkfield.core.report import RunReport
+from sparkfield.core.stages import add_stage_skew
 from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.embed import embed, worker_threads
 from sparkfield.nlp.model import check_model_dir, embedding_size
@@ -126,6 +127,7 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
             _stages(spark, p, emb, folder, report, out, result)
         report.status = "ok"
         if out is not None:
+            add_stage_skew(spark, report, cfg.practices.skew_ratio_threshold)
             out.write_text("run_report.json", report.to_json())
             out.commit()
     except BaseException:

@@ -15,6 +15,7 @@ from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput
 from sparkfield.core.practices import cached
 from sparkfield.core.report import RunReport
+from sparkfield.core.stages import add_stage_skew
 from sparkfield.process import process_map, xes
 from sparkfield.process.events import (
     REASON,
@@ -96,7 +97,8 @@ def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
                           dedupe=True if p.dedupe is None else p.dedupe)
     source = F.element_at(F.create_map(*[x for i, lab in labels.items()
                                          for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
-    return _finish(spark, p, classified, source, report, labels)
+    return _finish(spark, p, classified, source, report, labels,
+                   cfg.practices.skew_ratio_threshold)
 
 
 def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
@@ -108,7 +110,8 @@ def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
         raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone), p.sample, p.seed)
     classified = classify(raw, p.min_timestamp, p.max_timestamp,
                           dedupe=False if p.dedupe is None else p.dedupe)
-    return _finish(spark, p, classified, F.lit("log"), report, {0: "log"})
+    return _finish(spark, p, classified, F.lit("log"), report, {0: "log"},
+                   cfg.practices.skew_ratio_threshold)
 
 
 def _params(p: ProcessParams) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def _params(p: ProcessParams) -> dict[str, Any]:
 
 
 def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source,
-            report: RunReport, labels: dict[int, str]) -> ProcessResult:
+            report: RunReport, labels: dict[int, str], skew_ratio: float) -> ProcessResult:
     out = AtomicOutput(spark, p.output) if p.output else None
     try:
         with cached(classified, "classified_rows", report=report) as rows:
@@ -149,6 +152,7 @@ def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source
                            report)
         report.status = "ok"
         if out is not None:
+            add_stage_skew(spark, report, skew_ratio)
             out.write_text("run_report.json", report.to_json())
             out.commit()
     except BaseException:

@@ -14,6 +14,7 @@ from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, path_exists, require_path
 from sparkfield.core.practices import balance, cached, partition_keys, sample, skew_stats
 from sparkfield.core.report import RunReport
+from sparkfield.core.stages import add_stage_skew
 from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
 from sparkfield.text.normalise import english_stopwords
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_batches, sentence_batches
@@ -182,6 +183,7 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
                     result = _vectorise(spark, p, pages, docs, sentences, report, out)
         report.status = "ok"
         if out is not None:
+            add_stage_skew(spark, report, cfg.practices.skew_ratio_threshold)
             out.write_text("run_report.json", report.to_json())
             out.commit()
     except BaseException:

@@ -1,0 +1,68 @@
+"""Skew as the Spark UI shows it: per stage, the max and median task time and input size, read
+from Spark's monitoring REST API of the running application."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+log = logging.getLogger("sparkfield")
+
+
+def _get(url: str, timeout: float = 10.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - the driver's own UI
+        return json.loads(r.read().decode("utf-8"))
+
+
+def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500.0,
+               limit: int = 200) -> dict[str, Any]:
+    """Completed stages with their task-time and input-size distributions (median, max) and
+    the names of those whose max/median task time passes ``ratio`` (ignoring stages whose
+    slowest task is under ``min_task_ms``). Empty when the UI is disabled."""
+    ui = spark.sparkContext.uiWebUrl
+    if not ui:
+        return {"available": False, "reason": "spark.ui.enabled is false"}
+    app = spark.sparkContext.applicationId
+    base = f"{ui.rstrip('/')}/api/v1/applications/{app}"
+    try:
+        stages = _get(f"{base}/stages?status=complete")
+    except OSError as exc:
+        return {"available": False, "reason": f"REST API unreachable: {exc}"}
+    rows, skewed = [], []
+    for st in stages[:limit]:
+        sid, attempt = st["stageId"], st["attemptId"]
+        if st.get("numTasks", 0) < 2:
+            continue
+        try:
+            summary = _get(f"{base}/stages/{sid}/{attempt}/taskSummary?quantiles=0.5,1.0")
+        except OSError:
+            continue
+        run_ms = summary.get("executorRunTime") or [0, 0]
+        read = (summary.get("inputMetrics") or {}).get("bytesRead") or [0, 0]
+        shuffle = ((summary.get("shuffleReadMetrics") or {}).get("readBytes") or [0, 0])
+        med, mx = float(run_ms[0]), float(run_ms[1])
+        row = {"stage": sid, "name": st.get("name", "")[:120], "tasks": st.get("numTasks"),
+               "task_ms_median": med, "task_ms_max": mx,
+               "input_bytes_median": float(read[0]) + float(shuffle[0]),
+               "input_bytes_max": float(read[1]) + float(shuffle[1]),
+               "ratio": round(mx / med, 2) if med > 0 else None}
+        rows.append(row)
+        if mx >= min_task_ms and (med == 0 or mx / med > ratio):
+            skewed.append(f"stage {sid} ({row['name']}): max/median task time "
+                          f"{row['ratio'] if row['ratio'] is not None else 'inf'}")
+    return {"available": True, "threshold": ratio, "stages": rows, "skewed": skewed}
+
+
+def add_stage_skew(spark: SparkSession, report, ratio: float = 4.0) -> None:
+    """Record the stage view in ``report.skew['stages']`` and log the skewed ones."""
+    try:
+        view = stage_skew(spark, ratio)
+    except Exception as exc:  # monitoring must never fail a job
+        view = {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    report.skew["stages"] = view
+    for line in view.get("skewed", []):
+        log.warning("skew: %s", line)

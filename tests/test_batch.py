@@ -1,0 +1,67 @@
+"""Scheduled runs: date partitions replaced atomically, the output lock, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparkfield.core.batch import LockHeld, OutputLock, partition_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _submit(*args: str):
+    return subprocess.run([str(ROOT / "submit.sh"), "coffee_shops", "--grid-step-m", "50",
+                           *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPARKFIELD_PYTHON": sys.executable})
+
+
+def test_partition_path_validates_the_date():
+    assert partition_path("out/x/", "2026-11-20") == "out/x/run_date=2026-11-20"
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        partition_path("out", "20/11/2026")
+
+
+def test_lock_is_exclusive_and_stale_locks_are_taken_over(tmp_path):
+    out = str(tmp_path / "o")
+    with OutputLock(out, "a"), pytest.raises(LockHeld, match="held by"):
+        OutputLock(out, "b").acquire()
+    assert not Path(out + ".lock").exists()
+    Path(out + ".lock").write_text(json.dumps({"host": os.uname().nodename, "pid": 2 ** 22 + 7}))
+    with OutputLock(out, "c") as lock:
+        assert lock.held
+
+
+def test_run_dates_replace_only_their_partition(tmp_path):
+    out = tmp_path / "daily"
+    assert _submit("--output", str(out), "--run-date", "2026-11-20").returncode == 0
+    assert _submit("--output", str(out), "--run-date", "2026-11-21").returncode == 0
+    other = out / "run_date=2026-11-21" / "top_locations.csv"
+    stamp = other.stat().st_mtime_ns
+    first = (out / "run_date=2026-11-20" / "run_report.json").read_text()
+    res = _submit("--output", str(out), "--run-date", "2026-11-20", "--top", "3")
+    assert res.returncode == 0, res.stdout[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["run_date=2026-11-20", "run_date=2026-11-21"]
+    again = (out / "run_date=2026-11-20" / "run_report.json").read_text()
+    assert again != first and json.loads(again)["outputs"]["top_locations"] == 3
+    assert other.stat().st_mtime_ns == stamp  # the other date is untouched
+
+
+def test_a_held_lock_exits_4_and_rejects_over_the_limit_exit_3(tmp_path):
+    out = tmp_path / "o"
+    lock = Path(str(out) + ".lock")
+    lock.write_text(json.dumps({"host": os.uname().nodename, "pid": os.getpid()}))
+    res = _submit("--output", str(out))
+    assert res.returncode == 4 and "held by" in res.stdout + res.stderr
+    assert not out.exists()
+    lock.unlink()
+    # the bundled Starbucks file has one row outside the study area: any limit below it trips
+    res = _submit("--output", str(out), "--max-reject-fraction", "0")
+    assert res.returncode == 3, res.stdout[-2000:]
+    assert (out / "rejects").is_dir() and not lock.exists()
+    assert _submit("--output", str(out), "--max-reject-fraction", "0.01").returncode == 0
