@@ -84,3 +84,25 @@ class OutputLock:
 
 def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file:")
+
+
+def recover_output(output: str) -> list[str]:
+    """After a run was killed (call with the lock held): put back a previous output that was
+    moved aside but not replaced, and delete half-written staging directories. Returns what
+    it did, for the log."""
+    import shutil
+
+    final = Path(output.rstrip("/"))
+    done = []
+    parent = final.parent
+    if not parent.is_dir():
+        return done
+    olds = sorted(parent.glob(final.name + ".__old-*"))
+    if olds and not final.exists():
+        olds[-1].rename(final)
+        done.append(f"restored {final} from {olds[-1].name}")
+        olds = olds[:-1]
+    for leftover in [*olds, *parent.glob(final.name + ".__staging-*")]:
+        shutil.rmtree(leftover, ignore_errors=True)
+        done.append(f"removed {leftover.name}")
+    return done

@@ -8,7 +8,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sparkfield.core.batch import LockHeld, OutputLock, is_local, partition_path
+from sparkfield.core.batch import (
+    LockHeld,
+    OutputLock,
+    is_local,
+    partition_path,
+    recover_output,
+)
 from sparkfield.core.conf import Config, ConfigError, load_config
 from sparkfield.core.io import InputError
 
@@ -94,6 +100,9 @@ def main(
     try:
         if lock is not None:
             lock.acquire()
+            for line in recover_output(output):
+                logging.getLogger("sparkfield").warning("previous run was interrupted: %s",
+                                                        line)
     except LockHeld as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOCKED

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.faults import maybe_fail
 from sparkfield.core.practices import balance, partition_keys, skew_stats
 from sparkfield.core.report import RunReport
 from sparkfield.geo.lattice import Lattice, plan_tiles, tile_candidates
@@ -150,6 +151,7 @@ def search(
     box_list = [tuple(map(float, b)) for b in boxes] if boxes is not None else None
 
     def run_tiles(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        maybe_fail("geo.tiles")
         frames = [b for b in batches if len(b)]
         if not frames:
             return

@@ -1,0 +1,26 @@
+"""Fault injection for resilience drills: ``SPARKFIELD_FAIL_ONCE=<point>:<marker file>`` makes
+the first task that reaches ``<point>`` fail (it creates the marker); retries then succeed.
+Unset, it costs one environment lookup."""
+
+from __future__ import annotations
+
+import os
+
+
+class InjectedFailure(RuntimeError):
+    pass
+
+
+def maybe_fail(point: str) -> None:
+    spec = os.environ.get("SPARKFIELD_FAIL_ONCE")
+    if not spec:
+        return
+    name, _, marker = spec.partition(":")
+    if name != point or not marker:
+        return
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    raise InjectedFailure(f"injected failure at {point} (marker {marker})")
