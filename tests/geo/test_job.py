@@ -150,7 +150,7 @@ def test_refinement_searches_finer_around_the_best_coarse_cells(spark, repo_root
     counts = fine.report.counts
     assert counts["level0_step20m.candidates"] == coarse.candidate_count
     assert "level1_step5m.candidates" in counts
-    # every final point lies within one 5 m cell of a level-1 best point, on the 1 m lattice
+    # the final level searched the 1 m lattice
     assert (fine.top["x"] % 1 == 0).all() and len(fine.top) == 10
 
 

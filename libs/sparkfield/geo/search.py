@@ -25,16 +25,6 @@ CANDIDATE_SCHEMA = T.StructType(
         T.StructField("distance_m", T.DoubleType(), False),
     ]
 )
-_WORK_SCHEMA = T.StructType(
-    [
-        T.StructField("pkey", T.IntegerType(), False),
-        T.StructField("ti", T.LongType(), False),
-        T.StructField("tj", T.LongType(), False),
-        T.StructField("x", T.DoubleType(), True),
-        T.StructField("y", T.DoubleType(), True),
-        T.StructField("r", T.DoubleType(), True),
-    ]
-)
 
 
 def evaluate_stations(
