@@ -217,7 +217,16 @@ class AtomicOutput:
 
 
 @contextmanager
-def atomic_output(spark: SparkSession, final_path: str) -> Iterator[AtomicOutput]:
+def optional_output(spark: SparkSession, final_path: str | None
+                    ) -> Iterator[AtomicOutput | None]:
+    """A job's output when it has one (None otherwise, e.g. from a notebook): deleted when the
+    block raises; committing is the caller's last step (see ``stages.publish``)."""
+    if not final_path:
+        yield None
+        return
     out = AtomicOutput(spark, final_path)
-    with out:
+    try:
         yield out
+    except BaseException:
+        out.abort()
+        raise

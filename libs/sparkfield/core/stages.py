@@ -18,8 +18,13 @@ def _get(url: str, timeout: float = 10.0) -> Any:
         return json.loads(r.read().decode("utf-8"))
 
 
+def _submitted(stage: dict[str, Any]) -> str:
+    # the REST API writes e.g. "2026-11-22T01:53:10.123GMT"; as text it sorts chronologically
+    return str(stage.get("submissionTime", "")).replace("GMT", "")
+
+
 def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500.0,
-               limit: int = 200) -> dict[str, Any]:
+               limit: int = 200, since: str | None = None) -> dict[str, Any]:
     """Completed stages with their task-time and input-size distributions (median, max) and
     the names of those whose max/median task time passes ``ratio`` (ignoring stages whose
     slowest task is under ``min_task_ms``). Empty when the UI is disabled."""
@@ -32,6 +37,8 @@ def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500
         stages = _get(f"{base}/stages?status=complete")
     except OSError as exc:
         return {"available": False, "reason": f"REST API unreachable: {exc}"}
+    if since:
+        stages = [st for st in stages if _submitted(st) >= since[:19]]
     rows, skewed = [], []
     for st in stages[:limit]:
         sid, attempt = st["stageId"], st["attemptId"]
@@ -60,9 +67,20 @@ def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500
 def add_stage_skew(spark: SparkSession, report, ratio: float = 4.0) -> None:
     """Record the stage view in ``report.skew['stages']`` and log the skewed ones."""
     try:
-        view = stage_skew(spark, ratio)
+        view = stage_skew(spark, ratio, since=report.started_at)
     except Exception as exc:  # monitoring must never fail a job
         view = {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
     report.skew["stages"] = view
     for line in view.get("skewed", []):
         log.warning("skew: %s", line)
+
+
+def publish(spark: SparkSession, out, report, skew_ratio: float) -> None:
+    """A job's last step: mark the run ok and, when it writes an output, add the stage view,
+    write run_report.json and swap the output into place."""
+    report.status = "ok"
+    if out is None:
+        return
+    add_stage_skew(spark, report, skew_ratio)
+    out.write_text("run_report.json", report.to_json())
+    out.commit()

@@ -12,10 +12,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput
+from sparkfield.core.io import AtomicOutput, optional_output
 from sparkfield.core.practices import Checkpointer, cached
 from sparkfield.core.report import RunReport
-from sparkfield.core.stages import add_stage_skew
+from sparkfield.core.stages import publish
 from sparkfield.geo import maps
 from sparkfield.geo.crs import UTM10N
 from sparkfield.geo.inputs import (
@@ -187,8 +187,7 @@ def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunRepor
 
     result = CoffeeShopResult(top=_empty_top(p), stations=stations, candidates=None,
                               rejects=rejects, report=report, output=p.output)
-    out = AtomicOutput(spark, p.output) if p.output else None
-    try:
+    with optional_output(spark, p.output) as out:
         if eligible.empty:
             report.note("no eligible station: every station has a competitor within "
                         f"{p.competitor_radius_m:g} m")
@@ -197,13 +196,9 @@ def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunRepor
                 _search_and_rank(spark, cfg, p, crimes, eligible, result, out)
                 if out is not None:
                     result.extras["density"] = _density(crimes)
-        report.status = "ok"
         if out is not None:
-            _write(spark, result, competitors_in.points, out, cfg.practices.skew_ratio_threshold)
-    except BaseException:
-        if out is not None:
-            out.abort()
-        raise
+            _write(spark, result, competitors_in.points, out)
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold)
     log.info(report.summary())
     return result
 
@@ -289,7 +284,7 @@ def _density(crimes: DataFrame) -> pd.DataFrame:
 
 
 def _write(spark: SparkSession, result: CoffeeShopResult, competitors: pd.DataFrame,
-           out: AtomicOutput, skew_ratio: float) -> None:
+           out: AtomicOutput) -> None:
     report = result.report
     with report.step("write_outputs"):
         if result.candidates is None:
@@ -307,6 +302,3 @@ def _write(spark: SparkSession, result: CoffeeShopResult, competitors: pd.DataFr
                                                 result.top, DENSITY_CELL_M, title))
         out.write_text("map.html", maps.map_html(result.stations, competitors, density,
                                                  result.top, DENSITY_CELL_M, title))
-    add_stage_skew(spark, report, skew_ratio)
-    out.write_text("run_report.json", report.to_json())
-    out.commit()

@@ -11,10 +11,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput, InputError, require_path
+from sparkfield.core.io import AtomicOutput, InputError, optional_output, require_path
 from sparkfield.core.practices import cached, sample
 from sparkfield.core.report import RunReport
-from sparkfield.core.stages import add_stage_skew
+from sparkfield.core.stages import publish
 from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.embed import embed, worker_threads
 from sparkfield.nlp.model import check_model_dir, embedding_size
@@ -96,8 +96,7 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
     report = RunReport("embed", params=asdict(p))
     folder = check_model_dir(p.model)  # before any Spark work
     id_col = p.id_col or "__id"
-    out = AtomicOutput(spark, p.output) if p.output else None
-    try:
+    with optional_output(spark, p.output) as out:
         texts = sample(read_texts(spark, p.input, p.text_col, p.id_col), p.sample, p.seed)
         if p.engine == "sparknlp":
             from sparkfield.nlp.sparknlp import embed_sparknlp
@@ -125,15 +124,7 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
             if out is not None:
                 out.write_parquet("embeddings", emb)
             _stages(spark, p, emb, folder, report, out, result)
-        report.status = "ok"
-        if out is not None:
-            add_stage_skew(spark, report, cfg.practices.skew_ratio_threshold)
-            out.write_text("run_report.json", report.to_json())
-            out.commit()
-    except BaseException:
-        if out is not None:
-            out.abort()
-        raise
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold)
     log.info(report.summary())
     return result
 

@@ -12,10 +12,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput
+from sparkfield.core.io import AtomicOutput, optional_output
 from sparkfield.core.practices import cached
 from sparkfield.core.report import RunReport
-from sparkfield.core.stages import add_stage_skew
+from sparkfield.core.stages import publish
 from sparkfield.process import process_map, xes
 from sparkfield.process.events import (
     REASON,
@@ -122,8 +122,7 @@ def _params(p: ProcessParams) -> dict[str, Any]:
 
 def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source,
             report: RunReport, labels: dict[int, str], skew_ratio: float) -> ProcessResult:
-    out = AtomicOutput(spark, p.output) if p.output else None
-    try:
+    with optional_output(spark, p.output) as out:
         with cached(classified, "classified_rows", report=report) as rows:
             with report.step("validate"):
                 counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
@@ -150,15 +149,7 @@ def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source
                 if out is not None:
                     _write(spark, p, out, ev, views, small, event_rejects(rows, source),
                            report)
-        report.status = "ok"
-        if out is not None:
-            add_stage_skew(spark, report, skew_ratio)
-            out.write_text("run_report.json", report.to_json())
-            out.commit()
-    except BaseException:
-        if out is not None:
-            out.abort()
-        raise
+        publish(spark, out, report, skew_ratio)
     log.info(report.summary())
     return result
 

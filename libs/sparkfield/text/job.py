@@ -11,10 +11,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput, path_exists, require_path
+from sparkfield.core.io import AtomicOutput, optional_output, path_exists, require_path
 from sparkfield.core.practices import balance, cached, partition_keys, sample, skew_stats
 from sparkfield.core.report import RunReport
-from sparkfield.core.stages import add_stage_skew
+from sparkfield.core.stages import publish
 from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
 from sparkfield.text.normalise import english_stopwords
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_batches, sentence_batches
@@ -161,8 +161,7 @@ def _collect_pages(spark: SparkSession, p: BagOfWordsParams, report: RunReport) 
 def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
     p = BagOfWordsParams.from_config(cfg)
     report = RunReport("bag_of_words", params=asdict(p))
-    out = AtomicOutput(spark, p.output) if p.output else None
-    try:
+    with optional_output(spark, p.output) as out:
         with report.step("pages"):
             pages_raw = _collect_pages(spark, p, report)
         with cached(pages_raw.withColumn("doc_id", _doc_id(F.col("url"))), "pages",
@@ -181,15 +180,7 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
                         sentence_batches, SENT_SCHEMA)
                 with cached(sents, "sentences", report=report) as sentences:
                     result = _vectorise(spark, p, pages, docs, sentences, report, out)
-        report.status = "ok"
-        if out is not None:
-            add_stage_skew(spark, report, cfg.practices.skew_ratio_threshold)
-            out.write_text("run_report.json", report.to_json())
-            out.commit()
-    except BaseException:
-        if out is not None:
-            out.abort()
-        raise
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold)
     log.info(report.summary())
     return result
 
