@@ -26,7 +26,7 @@ test: $(STAMP) system-deps
 	$(PY) -m pytest tests
 
 bench: $(STAMP)
-	$(PY) benchmarks/coffee_shops.py
+	for b in benchmarks/*.py; do echo "### $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf out build dist .pytest_cache .ruff_cache
