@@ -1,6 +1,7 @@
 import re
 
-from sparkfield.text.normalise import english_stopwords, sentences, tokens
+from sparkfield.core.stopwords import english_stopwords
+from sparkfield.text.normalise import sentences, tokens
 from sparkfield.text.parse import page_text
 
 

@@ -63,7 +63,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _job_file(conf_dir: Path, job: str) -> Path | None:
+def job_file_path(conf_dir: Path, job: str) -> Path | None:
     for cand in (conf_dir / "jobs" / f"{job}.yaml", conf_dir / f"{job}.yaml"):
         if cand.is_file():
             return cand
@@ -132,7 +132,7 @@ def load_config(
     if not prof.is_file():
         raise ConfigError(f"unknown profile {profile!r}: no {prof}")
     merged = deep_merge(merged, _read_yaml(prof))
-    job_file = _job_file(root, job)
+    job_file = job_file_path(root, job)
     job_conf = _read_yaml(job_file) if job_file else {}
     merged["job"] = deep_merge(merged.get("job", {}) or {}, job_conf)
     if overrides:

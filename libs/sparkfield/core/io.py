@@ -34,7 +34,8 @@ class InputError(ValueError):
     """An input is missing or unusable as a whole (not a bad row: those become rejects)."""
 
 
-def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    """(Hadoop FileSystem, Path) for ``path``: one API for local disk, HDFS and object stores."""
     jvm = spark.sparkContext._jvm
     jpath = jvm.org.apache.hadoop.fs.Path(path)
     fs = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
@@ -42,7 +43,7 @@ def _fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:
-    fs, jpath = _fs(spark, path)
+    fs, jpath = hadoop_fs(spark, path)
     return bool(fs.exists(jpath))
 
 
@@ -54,7 +55,7 @@ def require_path(spark: SparkSession, path: str, what: str) -> None:
 
 def read_text_file(spark: SparkSession, path: str) -> str:
     """The whole content of a small file (conf, GeoJSON) from any Hadoop filesystem."""
-    fs, jpath = _fs(spark, path)
+    fs, jpath = hadoop_fs(spark, path)
     stream = fs.open(jpath)
     try:
         jvm = spark.sparkContext._jvm
@@ -131,7 +132,7 @@ class AtomicOutput:
         self.staging = f"{self.final}.__staging-{token}"
         self._old = f"{self.final}.__old-{token}"
         self.files: list[str] = []
-        fs, _ = _fs(spark, self.staging)
+        fs, _ = hadoop_fs(spark, self.staging)
         if fs.getUri().getScheme() == "file":
             fs.setWriteChecksum(False)  # no .crc side files next to the outputs
 
@@ -140,7 +141,7 @@ class AtomicOutput:
         return f"{self.staging}/{name}"
 
     def write_bytes(self, name: str, data: bytes) -> str:
-        fs, jpath = _fs(self.spark, self.path(name))
+        fs, jpath = hadoop_fs(self.spark, self.path(name))
         out = fs.create(jpath, True)
         try:
             out.write(bytearray(data))
@@ -169,10 +170,10 @@ class AtomicOutput:
         parts = f"{self.staging}/{name}.__parts"
         df.coalesce(1).write.mode("overwrite").option("header", "true").option(
             "escape", '"').csv(parts)
-        fs, jparts = _fs(self.spark, parts)
+        fs, jparts = hadoop_fs(self.spark, parts)
         files = [st.getPath() for st in fs.listStatus(jparts)
                  if st.getPath().getName().startswith("part-")]
-        _, target = _fs(self.spark, self.path(name))
+        _, target = hadoop_fs(self.spark, self.path(name))
         if files and fs.getFileStatus(files[0]).getLen() > 0:
             fs.rename(files[0], target)
             fs.delete(jparts, True)
@@ -183,9 +184,9 @@ class AtomicOutput:
         return f"{self.final}/{name}"
 
     def commit(self) -> None:
-        fs, final = _fs(self.spark, self.final)
-        _, staging = _fs(self.spark, self.staging)
-        _, old = _fs(self.spark, self._old)
+        fs, final = hadoop_fs(self.spark, self.final)
+        _, staging = hadoop_fs(self.spark, self.staging)
+        _, old = hadoop_fs(self.spark, self._old)
         if not fs.exists(staging):
             fs.mkdirs(staging)
         parent = final.getParent()
@@ -202,7 +203,7 @@ class AtomicOutput:
             fs.delete(old, True)
 
     def abort(self) -> None:
-        fs, staging = _fs(self.spark, self.staging)
+        fs, staging = hadoop_fs(self.spark, self.staging)
         if fs.exists(staging):
             fs.delete(staging, True)
 

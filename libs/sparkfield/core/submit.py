@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparkfield.core.conf import ConfigError, _job_file, find_conf_dir, load_config
+from sparkfield.core.conf import ConfigError, find_conf_dir, job_file_path, load_config
 
 
 def submit_args(job: str, profile: str, conf_dir: str | None, master: str | None) -> list[str]:
@@ -24,7 +24,7 @@ def submit_args(job: str, profile: str, conf_dir: str | None, master: str | None
     for key, value in cfg.spark.conf.items():
         args += ["--conf", f"{key}={value}"]
     files = [root / "base.yaml", root / f"{profile}.yaml"]
-    job_file = _job_file(root, job)
+    job_file = job_file_path(root, job)
     if job_file:
         files.append(job_file)
     args += ["--files", ",".join(str(f.resolve()) for f in files)]

@@ -19,6 +19,8 @@ from sparkfield.core.stages import publish
 from sparkfield.geo import maps
 from sparkfield.geo.crs import UTM10N
 from sparkfield.geo.inputs import (
+    CrimeInput,
+    PointInput,
     StudyArea,
     bundled,
     read_competitors,
@@ -157,7 +159,8 @@ def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
 
 
 def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunReport,
-         crime_in, stations_in, competitors_in) -> CoffeeShopResult:
+         crime_in: CrimeInput, stations_in: PointInput, competitors_in: PointInput
+         ) -> CoffeeShopResult:
     with report.step("count_inputs"):
         outcomes = crime_in.outcome_counts()
     report.inputs = {
@@ -218,8 +221,9 @@ def _search_and_rank(
     checkpoint = Checkpointer(every=1, local=cfg.practices.local_checkpoint)
     boxes = None
     candidates = None
-    in_search = spark.sparkContext.accumulator(0)
     for level, step in enumerate(steps):
+        # lattice points in reach at this level (the last level's is the one reported)
+        in_search = spark.sparkContext.accumulator(0)
         label = f"level{level}_step{step:g}m" if len(steps) > 1 else "search"
         with report.step(f"search_{label}"):
             found = search(spark, crimes, eligible, p.search_radius_m, p.exclude_m, step,

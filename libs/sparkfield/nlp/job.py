@@ -15,6 +15,7 @@ from sparkfield.core.io import AtomicOutput, InputError, optional_output, requir
 from sparkfield.core.practices import cached, sample
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
+from sparkfield.core.stopwords import english_stopwords
 from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.embed import embed, worker_threads
 from sparkfield.nlp.model import check_model_dir, embedding_size
@@ -158,8 +159,6 @@ def _stages(spark, p: EmbedParams, emb: DataFrame, folder, report: RunReport,
                 if {"doc_id", "sentence_idx", "tokens"} <= set(w.columns):
                     stop = set(tp.get("stopwords") or [])
                     if tp.get("english_stopwords", True):
-                        from sparkfield.text.normalise import english_stopwords
-
                         stop |= set(english_stopwords())
                     words = w.select(F.concat_ws(":", "doc_id", "sentence_idx").alias("id"),
                                      F.filter("tokens", lambda t: ~t.isin(list(stop)))

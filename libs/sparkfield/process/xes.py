@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import InputError, _fs
+from sparkfield.core.io import InputError, hadoop_fs
 from sparkfield.process.events import RAW_TS
 from sparkfield.process.schema import (
     ACTIVITY,
@@ -52,7 +52,7 @@ def _local_copy(spark: SparkSession, path: str) -> tuple[str, bool]:
         if not os.path.isfile(local):
             raise InputError(f"log not found: {path}")
         return local, False
-    fs, jpath = _fs(spark, path)
+    fs, jpath = hadoop_fs(spark, path)
     if not fs.exists(jpath):
         raise InputError(f"log not found: {path}")
     tmp = os.path.join(tempfile.gettempdir(), f"sparkfield-{uuid.uuid4().hex}.xes")
@@ -201,13 +201,13 @@ XES_FOOTER = "</log>\n"
 def concat_gzip_parts(spark: SparkSession, parts_dir: str, target: str, header: str,
                       footer: str) -> None:
     """Header member + Spark's gzip part files in order + footer member -> one file."""
-    fs, jparts = _fs(spark, parts_dir)
+    fs, jparts = hadoop_fs(spark, parts_dir)
     names = sorted(
         s.getPath().getName() for s in fs.listStatus(jparts)
         if s.getPath().getName().startswith("part-")
     )
     jvm = spark.sparkContext._jvm
-    tfs, jtarget = _fs(spark, target)
+    tfs, jtarget = hadoop_fs(spark, target)
     out = tfs.create(jtarget, True)
     try:
         out.write(bytearray(gzip.compress(header.encode("utf-8"), mtime=0)))

@@ -15,8 +15,8 @@ from sparkfield.core.io import AtomicOutput, optional_output, path_exists, requi
 from sparkfield.core.practices import balance, cached, partition_keys, sample, skew_stats
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
+from sparkfield.core.stopwords import english_stopwords
 from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
-from sparkfield.text.normalise import english_stopwords
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_batches, sentence_batches
 from sparkfield.text.vectorise import VECTOR_MODES, vectorise, vocabulary
 
@@ -150,8 +150,9 @@ def _collect_pages(spark: SparkSession, p: BagOfWordsParams, report: RunReport) 
         previous = spark.read.parquet(f"{p.output}/pages").join(urls, "url", "left_semi")
         previous = previous.where(F.col("error").isNull() & (F.col("status") == 200))
         previous = previous.localCheckpoint()  # the old output is replaced by this run
-    todo = urls if previous is None else urls.join(previous.select("url"), "url", "left_anti")
-    fetched = fetch_pages(spark, todo, p, report)
+    to_fetch = urls if previous is None else urls.join(previous.select("url"), "url",
+                                                       "left_anti")
+    fetched = fetch_pages(spark, to_fetch, p, report)
     if previous is not None:
         report.counts["pages_reused"] = previous.count()
         return previous.unionByName(fetched)
@@ -195,6 +196,7 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
     words = vocab["word"].tolist()
     report.outputs["sentences"] = report.cached[-1]["rows"]
     report.outputs["vocabulary"] = len(words)
+    report.outputs["documents"] = docs.where(F.col("error").isNull()).count()
     with report.step("vectors"):
         sent_vec = vectorise(sentences, words, p.vector)
         doc_tokens = sentences.groupBy("doc_id").agg(
@@ -219,7 +221,6 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
             out.write_csv("vocabulary.csv", vocab)
             out.write_bytes("top_words.png", _top_words_png(vocab))
             out.write_parquet("rejects", rejects, partitions=1)
-        report.outputs["documents"] = spark.read.parquet(f"{out.staging}/documents").count()
     return BagOfWordsResult(pages=pages, sentences=sent_vec, documents=doc_vec,
                             vocabulary=vocab, report=report, output=p.output)
 

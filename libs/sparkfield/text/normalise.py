@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources
 
 TOKEN = re.compile(r"\w+")
 
@@ -41,10 +40,3 @@ def sentences(text: str) -> list[str]:
         if para:
             out.extend(s for s in splitter.tokenize(para) if s.strip())
     return out
-
-
-@lru_cache(maxsize=1)
-def english_stopwords() -> tuple[str, ...]:
-    text = (resources.files("sparkfield") / "resources" / "nltk" /
-            "english_stopwords.txt").read_text(encoding="utf-8")
-    return tuple(w.strip() for w in text.splitlines() if w.strip())
