@@ -174,8 +174,8 @@ def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, ev: DataFra
            views: Views, small: dict[str, pd.DataFrame], rejects: DataFrame,
            report: RunReport) -> None:
     with report.step("write_events"):
-        out.write_parquet("events", ev.drop(SRC_ORDER).repartition(CASE).sortWithinPartitions(
-            CASE, *[c for c in ORDER if c != SRC_ORDER]))  # row_order kept: ties stay resolvable
+        out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
+                          .drop(SRC_ORDER))  # each case's events in event order
     with report.step("write_views"):
         out.write_single_csv("dfg.csv", views.dfg)
         out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",
