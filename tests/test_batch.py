@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,13 @@ def test_a_held_lock_exits_4_and_rejects_over_the_limit_exit_3(tmp_path):
     assert res.returncode == 3, res.stdout[-2000:]
     assert (out / "rejects").is_dir() and not lock.exists()
     assert _submit("--output", str(out), "--max-reject-fraction", "0.01").returncode == 0
+
+
+def test_a_zombie_lock_holder_counts_as_gone(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    time.sleep(0.5)  # exited, not yet reaped: a zombie
+    out = str(tmp_path / "z")
+    Path(out + ".lock").write_text(json.dumps({"host": os.uname().nodename, "pid": child.pid}))
+    with OutputLock(out, "z") as lock:
+        assert lock.held
+    child.wait()

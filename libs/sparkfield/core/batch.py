@@ -25,13 +25,19 @@ def partition_path(output: str, run_date: str) -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A killed process whose parent is gone can linger as a zombie
+    until something reaps it (in containers, often nothing does): that counts as dead."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: trust the signal check
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 class OutputLock:
