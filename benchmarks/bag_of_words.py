@@ -6,7 +6,7 @@
 (b) Parse stage, pages/s: Wikipedia pages (saved HTML) -> BeautifulSoup(lxml) <p> text; the
     Spark stage at 2 cores vs a plain single-process loop over the same files.
 
-Usage: python benchmarks/bag_of_words.py [--pages 400]
+Usage: python benchmarks/bag_of_words.py [--pages 400] [--repeats 3] [--only vectoriser|parse]
 """
 
 from __future__ import annotations
@@ -15,22 +15,21 @@ import argparse
 import gzip
 import json
 import os
+import statistics
 import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
+from pyspark.ml.functions import vector_to_array
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
 from sparkfield.text.job import pages_from_html_dir
-from sparkfield.text.normalise import tokens
 from sparkfield.text.parse import DOC_SCHEMA, page_text, parse_batches
-from sparkfield.text.vectorise import vectorise, vocabulary
+from sparkfield.text.vectorise import term_counts, term_vectors, vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared/data/corpus"
@@ -54,66 +53,80 @@ def books() -> list[tuple[str, str]]:
     return out
 
 
-def _tokenise(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    for b in batches:
-        yield pd.DataFrame({"doc_id": b["doc_id"], "tokens": [tokens(t) for t in b["text"]]})
-
-
-def spark_vectoriser(spark, docs: list[tuple[str, str]]) -> tuple[int, float]:
+def spark_vectoriser(spark, docs: list[tuple[str, str]], repeats: int
+                     ) -> tuple[int, list[float], dict[str, int], float]:
+    """The job's document path: term counts in the Python workers, the vocabulary and count
+    vectors from them. Returns tokens, the time of each repeat, the vocabulary's counts and the
+    sum of every vector's values (for the check against scikit-learn)."""
     df = spark.createDataFrame(docs, "doc_id string, text string").repartition(
         4 * spark.sparkContext.defaultParallelism).cache()
     df.count()
-    t0 = time.perf_counter()
-    toks = df.mapInPandas(_tokenise, "doc_id string, tokens array<string>").cache()
-    n_tokens = toks.select(F.sum(F.size("tokens"))).first()[0]
-    vocab = vocabulary(toks, 200, 1)
-    words = [r["word"] for r in vocab.collect()]
-    vectorise(toks, words, "count").select("vector").write.format("noop").mode(
-        "overwrite").save()
-    seconds = time.perf_counter() - t0
-    toks.unpersist()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        terms = term_counts(df).cache()
+        n_tokens = terms.select(F.sum(F.aggregate("counts", F.lit(0), lambda a, x: a + x))
+                                ).first()[0]
+        vocab = {r["word"]: r["count"] for r in vocabulary(terms, 200).collect()}
+        vectors = term_vectors(terms, list(vocab), "count")
+        vectors.write.format("noop").mode("overwrite").save()
+        times.append(time.perf_counter() - t0)
+        total = vectors.select(F.sum(F.aggregate(vector_to_array("vector"), F.lit(0.0),
+                                                 lambda a, x: a + x))).first()[0]
+        terms.unpersist()
     df.unpersist()
-    return n_tokens, seconds
+    return n_tokens, times, vocab, total
 
 
-def sklearn_vectoriser(docs: list[tuple[str, str]]) -> tuple[int, float]:
+def sklearn_vectoriser(docs: list[tuple[str, str]], repeats: int
+                       ) -> tuple[list[float], dict[str, int], float]:
     from sklearn.feature_extraction.text import CountVectorizer
 
     texts = [t for _, t in docs]
-    t0 = time.perf_counter()
-    cv = CountVectorizer(token_pattern=r"\w+", lowercase=True, max_features=200)
-    m = cv.fit_transform(texts)
-    seconds = time.perf_counter() - t0
-    return int(m.shape[0]), seconds
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        cv = CountVectorizer(token_pattern=r"\w+", lowercase=True, max_features=200)
+        m = cv.fit_transform(texts)
+        times.append(time.perf_counter() - t0)
+    totals = m.sum(axis=0).A1
+    vocab = {w: int(totals[i]) for w, i in cv.vocabulary_.items()}
+    return times, vocab, float(m.sum())
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pages", type=int, default=400)
-    args = ap.parse_args()
+def vectoriser(repeats: int) -> None:
     docs = books()
-    n_tok = sum(len(tokens(t)) for _, t in docs[:20]) * len(docs) / 20  # estimate only
-    print(f"== (a) vectoriser on {len(docs)} Gutenberg books (~{n_tok / 1e6:.0f} M tokens)")
-    _, t_sk = sklearn_vectoriser(docs)
+    print(f"== (a) vectoriser on {len(docs)} Gutenberg books, median of {repeats} runs")
+    t_sk, sk_vocab, sk_total = sklearn_vectoriser(docs, repeats)
     results = {}
     for cores in (1, 2):
         spark = session(cores)
-        spark_vectoriser(spark, docs[:20])  # warm-up
-        n, t = spark_vectoriser(spark, docs)
-        results[cores] = (n, t)
+        spark_vectoriser(spark, docs[:20], 1)  # warm-up: Python workers started
+        results[cores] = spark_vectoriser(spark, docs, repeats)
         spark.stop()
-    n = results[2][0]
-    print(f"scikit-learn CountVectorizer (1 process): {t_sk:.1f} s = {n / t_sk / 1e6:.2f} M "
-          "tokens/s")
-    for cores, (n, t) in results.items():
-        print(f"Spark vectoriser, {cores} core(s): {t:.1f} s = {n / t / 1e6:.2f} M tokens/s "
-              f"-> {t_sk / t:.2f}x scikit-learn")
-    print(f"Spark scaling 1 -> 2 cores: {results[1][1] / results[2][1]:.2f}x")
+    n, _, vocab, total = results[2]
+    sk = statistics.median(t_sk)
+    print(f"{n / 1e6:.1f} M tokens; same vocabulary and counts as scikit-learn: "
+          f"{vocab == sk_vocab}; same vector total: {total == sk_total}")
+    print(f"scikit-learn CountVectorizer (1 process): {sk:.2f} s = {n / sk / 1e6:.2f} M "
+          f"tokens/s   (runs: {_fmt(t_sk)})")
+    for cores, (_, times, _, _) in results.items():
+        t = statistics.median(times)
+        print(f"Spark vectoriser, {cores} core(s): {t:.2f} s = {n / t / 1e6:.2f} M tokens/s "
+              f"-> {sk / t:.2f}x scikit-learn   (runs: {_fmt(times)})")
+    print("Spark scaling 1 -> 2 cores: "
+          f"{statistics.median(results[1][1]) / statistics.median(results[2][1]):.2f}x")
 
-    print(f"\n== (b) parse stage on {args.pages} Wikipedia pages")
+
+def _fmt(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
+
+
+def parse(n_pages: int) -> None:
+    print(f"\n== (b) parse stage on {n_pages} Wikipedia pages")
     work = Path(tempfile.mkdtemp(prefix="sparkfield-bow-bench-"))
     with tarfile.open(CORPUS / "wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
-        members = [m for m in tar.getmembers() if m.isfile()][: args.pages]
+        members = [m for m in tar.getmembers() if m.isfile()][:n_pages]
         for m in members:
             (work / Path(m.name).name).write_bytes(tar.extractfile(m).read())
     files = sorted(work.iterdir())
@@ -133,6 +146,18 @@ def main() -> int:
           "pages/s")
     print(f"Spark parse stage, 2 cores: {t_spark:.1f} s = {len(files) / t_spark:.1f} pages/s "
           f"-> {t_loop / t_spark:.2f}x; same text: {loop_chars == spark_chars}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", type=int, default=400)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--only", choices=("vectoriser", "parse"), help="run one part")
+    args = ap.parse_args()
+    if args.only != "parse":
+        vectoriser(args.repeats)
+    if args.only != "vectoriser":
+        parse(args.pages)
     return 0
 
 

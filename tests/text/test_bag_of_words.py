@@ -172,10 +172,11 @@ def test_every_url_has_exactly_one_outcome(spark, repo_root, tmp_path, site):
     assert site.hits[f"/wiki/{PAGES[0]}"] - before[f"/wiki/{PAGES[0]}"] == 1
 
 
-def _oracle(pages_dir: Path) -> pd.DataFrame:
+def _oracle(pages_dir: Path) -> tuple[pd.DataFrame, dict[str, Counter]]:
+    """The top-200 table and each page's word counts, counted independently of the job."""
     import re
 
-    counts, docs = Counter(), Counter()
+    counts, docs, per_page = Counter(), Counter(), {}
     for f in sorted(pages_dir.iterdir()):
         soup = BeautifulSoup(f.read_bytes(), "lxml")
         for t in soup(["script", "style", "noscript", "template"]):
@@ -184,10 +185,12 @@ def _oracle(pages_dir: Path) -> pd.DataFrame:
                  for w in re.findall(r"\w+", p.get_text(" ", strip=True).lower())]
         counts.update(words)
         docs.update(set(words))
+        per_page[f.name] = Counter(words)
     table = pd.DataFrame({"word": list(counts), "count": [counts[w] for w in counts],
                           "documents": [docs[w] for w in counts]})
-    return table.sort_values(["count", "word"], ascending=[False, True]).head(200) \
+    top = table.sort_values(["count", "word"], ascending=[False, True]).head(200) \
         .reset_index(drop=True)
+    return top, per_page
 
 
 @pytest.mark.parametrize("vector", ["binary", "count", "tfidf"])
@@ -198,7 +201,7 @@ def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path
         "source": {"html_dir": str(wiki_pages)}, "output": str(out), "vector": vector}})
     res = run(spark, cfg)
     vocab = pd.read_csv(out / "vocabulary.csv", keep_default_na=False)
-    want = _oracle(wiki_pages)
+    want, per_page = _oracle(wiki_pages)
     pd.testing.assert_frame_equal(vocab[["word", "count", "documents"]], want,
                                   check_dtype=False)
     assert vocab["rank"].tolist() == list(range(1, 201))
@@ -220,5 +223,16 @@ def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path
     else:
         assert set(got) == {vocab_index[t] for t in toks} - {
             i for i, v in got.items() if v == 0}
+    # document vectors: each page's own counts of the vocabulary words
+    for url, dvec in zip(docs["url"], docs["vector"], strict=True):
+        page = per_page[url.rsplit("/", 1)[-1]]
+        want_doc = {vocab_index[w]: n for w, n in page.items() if w in vocab_index}
+        got_doc = dict(zip(dvec["indices"], dvec["values"], strict=True))
+        if vector == "binary":
+            assert got_doc == dict.fromkeys(want_doc, 1.0)
+        elif vector == "count":
+            assert got_doc == {i: float(n) for i, n in want_doc.items()}
+        else:
+            assert set(got_doc) <= set(want_doc)
     assert (out / "top_words.png").read_bytes()[:4] == b"\x89PNG"
     assert res.report.outputs["documents"] == len(PAGES)

@@ -18,7 +18,13 @@ from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_batches, sentence_batches
-from sparkfield.text.vectorise import VECTOR_MODES, vectorise, vocabulary
+from sparkfield.text.vectorise import (
+    VECTOR_MODES,
+    term_counts,
+    term_vectors,
+    token_vectors,
+    vocabulary,
+)
 
 log = logging.getLogger("sparkfield.text")
 
@@ -189,22 +195,6 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
 def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs: DataFrame,
                sentences: DataFrame, report: RunReport, out: AtomicOutput | None
                ) -> BagOfWordsResult:
-    with report.step("vocabulary"):
-        stop = english_stopwords() if p.stopwords == "english" else ()
-        vocab_df = vocabulary(sentences, p.vocab_size, p.min_df, stop)
-        vocab = vocab_df.toPandas()
-    words = vocab["word"].tolist()
-    report.outputs["sentences"] = report.cached[-1]["rows"]
-    report.outputs["vocabulary"] = len(words)
-    report.outputs["documents"] = docs.where(F.col("error").isNull()).count()
-    with report.step("vectors"):
-        sent_vec = vectorise(sentences, words, p.vector)
-        doc_tokens = sentences.groupBy("doc_id").agg(
-            F.flatten(F.collect_list("tokens")).alias("tokens"))
-        documents = docs.where(F.col("error").isNull()).select("doc_id", "url", "title").join(
-            doc_tokens, "doc_id", "left").withColumn(
-            "tokens", F.coalesce("tokens", F.array().cast("array<string>")))
-        doc_vec = vectorise(documents, words, p.vector).drop("tokens")
     rejects = pages.where(F.col("error").isNotNull()).select(
         F.lit("pages").alias("source"), F.col("error").alias("reason"),
         F.to_json(F.struct("url", "final_url", "status", "content_type", "attempts"))
@@ -213,14 +203,27 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
             F.to_json(F.struct("doc_id", "url")).alias("record")))
     reasons = {r["reason"]: r["count"] for r in rejects.groupBy("reason").count().collect()}
     report.add_rejects("pages", reasons)
-    if out is not None:
-        with report.step("write"):
-            out.write_parquet("pages", pages.drop("doc_id"))
-            out.write_parquet("sentences", sent_vec)
-            out.write_parquet("documents", doc_vec)
-            out.write_csv("vocabulary.csv", vocab)
-            out.write_bytes("top_words.png", _top_words_png(vocab))
-            out.write_parquet("rejects", rejects, partitions=1)
+    report.outputs["sentences"] = report.cached[-1]["rows"]
+    good = docs.where(F.col("error").isNull())
+    # documents are counted where they are tokenised: one row per distinct term reaches the JVM
+    with cached(term_counts(good, "text", keep=("doc_id", "url", "title")), "term_counts",
+                report=report) as terms:
+        report.outputs["documents"] = report.cached[-1]["rows"]
+        with report.step("vocabulary"):
+            stop = english_stopwords() if p.stopwords == "english" else ()
+            vocab = vocabulary(terms, p.vocab_size, p.min_df, stop).toPandas()
+        words = vocab["word"].tolist()
+        report.outputs["vocabulary"] = len(words)
+        sent_vec = token_vectors(sentences, words, p.vector)
+        doc_vec = term_vectors(terms, words, p.vector)
+        if out is not None:
+            with report.step("write"):
+                out.write_parquet("pages", pages.drop("doc_id"))
+                out.write_parquet("sentences", sent_vec)
+                out.write_parquet("documents", doc_vec)
+                out.write_csv("vocabulary.csv", vocab)
+                out.write_bytes("top_words.png", _top_words_png(vocab))
+                out.write_parquet("rejects", rejects, partitions=1)
     return BagOfWordsResult(pages=pages, sentences=sent_vec, documents=doc_vec,
                             vocabulary=vocab, report=report, output=p.output)
 
