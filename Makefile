@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench clean venv system-deps
+.PHONY: run test lint bench clean venv system-deps pack-env
 
 venv: $(STAMP)
 
@@ -24,6 +24,10 @@ system-deps:
 test: $(STAMP) system-deps
 	$(PY) -m ruff check libs jobs tests benchmarks
 	$(PY) -m pytest tests
+
+# third-party packages for the executors, shipped with --archives (see conf/cluster.yaml)
+pack-env:
+	./scripts/pack_env.sh --extras $(or $(EXTRAS),geo,process,text) --output build/sparkfield-env.tar.gz
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "### $$b"; $(PY) $$b || exit 1; done

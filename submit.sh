@@ -2,9 +2,12 @@
 # Submit a Sparkfield job with the installed spark-submit.
 #   ./submit.sh --list                 jobs and what they do
 #   ./submit.sh JOB --help             the job's flags
-#   ./submit.sh JOB [--profile local|cluster] [--master URL] [--conf k=v]... [job flags...]
+#   ./submit.sh JOB [--profile local|cluster|yarn|k8s] [--master URL] [--conf k=v]...
+#                   [--python-env ENV.tar.gz] [job flags...]
 # The library is shipped as a zip with --py-files, the conf files with --files; master and
-# Spark settings come from the conf profile (--master overrides it).
+# Spark settings come from the conf profile (--master overrides it). A packed virtual
+# environment (`make pack-env`; or `submit.python_env` in the profile) goes with --archives and
+# gives the executors their third-party packages, native ones included.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY="${SPARKFIELD_PYTHON:-$ROOT/.venv/bin/python}"
@@ -20,7 +23,8 @@ list_jobs() {
 }
 
 if [ $# -eq 0 ] || [ "$1" = "--list" ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  echo "usage: ./submit.sh JOB [--profile local|cluster] [--master URL] [flags]   (JOB --help for flags)"
+  echo "usage: ./submit.sh JOB [--profile local|cluster|yarn|k8s] [--master URL] [--conf k=v]"
+  echo "                   [--python-env ENV.tar.gz] [flags]     (JOB --help for the job's flags)"
   echo "jobs:"
   list_jobs
   exit 0
@@ -34,7 +38,7 @@ if [ ! -f "$JOB_FILE" ]; then
   exit 2
 fi
 
-PROFILE=local; MASTER=""; CONF_DIR="$ROOT/conf"; PASS=(); EXTRA=()
+PROFILE=local; MASTER=""; PYENV=""; CONF_DIR="$ROOT/conf"; PASS=(); EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) PYTHONPATH="$ROOT/libs${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$JOB_FILE" --help ;;
@@ -42,6 +46,8 @@ while [ $# -gt 0 ]; do
     --profile=*) PROFILE="${1#*=}"; PASS+=("$1"); shift ;;
     --master) MASTER="$2"; shift 2 ;;
     --master=*) MASTER="${1#*=}"; shift ;;
+    --python-env) PYENV="$2"; shift 2 ;;
+    --python-env=*) PYENV="${1#*=}"; shift ;;
     --conf-dir) CONF_DIR="$2"; PASS+=("$1" "$2"); shift 2 ;;
     --conf) EXTRA+=(--conf "$2"); shift 2 ;;   # one-off Spark setting, wins over the profile
     *) PASS+=("$1"); shift ;;
@@ -73,7 +79,8 @@ PYEOF
 )
 
 mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.submit \
-  --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"})
+  --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"} \
+  ${PYENV:+--python-env "$PYENV"} --driver-python "$PY")
 [ "${#SUBMIT_ARGS[@]}" -gt 0 ] || exit 2
 
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PY}"

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
+WIKI_PAGES = ["Natural_language_processing.html", "Information_retrieval.html",
+              "Text_mining.html", "Machine_translation.html", "Sentiment_analysis.html",
+              "Linguistics.html"]
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +25,17 @@ def shared_data() -> Path:
     """Real data sets beside the project; their absence is a failure, not a skip."""
     assert SHARED.is_dir(), f"shared data not found at {SHARED}"
     return SHARED
+
+
+@pytest.fixture(scope="session")
+def wiki_pages(tmp_path_factory) -> Path:
+    """Real Wikipedia pages from ../shared, unpacked once per test session."""
+    out = tmp_path_factory.mktemp("wiki")
+    with tarfile.open(SHARED / "corpus" / "wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
+        for name in WIKI_PAGES:
+            member = tar.getmember(f"wikipedia_uoi_2020/{name}")
+            (out / name).write_bytes(tar.extractfile(member).read())
+    return out
 
 
 @pytest.fixture(scope="session")
