@@ -3,8 +3,11 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# Airflow lives in its own environment (its pins are not the jobs'); the DAG test uses it
+AIRFLOW_VENV  ?= .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: run test lint bench clean venv system-deps pack-env
+.PHONY: run test lint bench clean venv system-deps pack-env package
 
 venv: $(STAMP)
 
@@ -15,15 +18,25 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+$(AIRFLOW_STAMP): deploy/airflow/requirements.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install -q -r deploy/airflow/requirements.txt
+	touch $(AIRFLOW_STAMP)
+
 run: $(STAMP)
 	./submit.sh coffee_shops --profile local --output out/coffee_shops
 
 system-deps:
 	./scripts/system_deps.sh
 
-test: $(STAMP) system-deps
-	$(PY) -m ruff check libs jobs tests benchmarks
+test: $(STAMP) $(AIRFLOW_STAMP) system-deps
+	$(PY) -m ruff check libs jobs tests benchmarks deploy
 	$(PY) -m pytest tests
+
+# the library zip that spark-submit ships with --py-files (submit.sh rebuilds it every submit)
+package:
+	PYTHONPATH=libs $(PYTHON) -m sparkfield.core.package build/sparkfield.zip
 
 # third-party packages for the executors, shipped with --archives (see conf/cluster.yaml)
 pack-env:

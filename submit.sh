@@ -64,19 +64,7 @@ command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || {
 # the library as a zip for --py-files (rebuilt every submit: cheap, never stale)
 BUILD="$ROOT/build"; mkdir -p "$BUILD"
 ZIP="$BUILD/sparkfield.zip"
-( cd "$ROOT/libs" && "$PY" - "$ZIP" <<'PYEOF'
-import os, sys, zipfile
-out = sys.argv[1]
-tmp = out + ".tmp"
-with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-    for base, dirs, files in os.walk("sparkfield"):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for f in files:
-            if not f.endswith(".pyc"):
-                z.write(os.path.join(base, f))
-os.replace(tmp, out)
-PYEOF
-)
+PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.package "$ZIP" >/dev/null
 
 mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.submit \
   --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"} \

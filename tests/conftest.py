@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
 import tarfile
 from pathlib import Path
@@ -13,6 +15,14 @@ SHARED = ROOT.parent / "shared" / "data"
 WIKI_PAGES = ["Natural_language_processing.html", "Information_retrieval.html",
               "Text_mining.html", "Machine_translation.html", "Sentiment_analysis.html",
               "Linguistics.html"]
+
+
+def job_parser(job: str) -> argparse.ArgumentParser:
+    """The argument parser of ``jobs/<job>.py``, loaded from the file."""
+    spec = importlib.util.spec_from_file_location(f"job_{job}", ROOT / "jobs" / f"{job}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parser()
 
 
 @pytest.fixture(scope="session")

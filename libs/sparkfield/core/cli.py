@@ -27,7 +27,8 @@ EXIT_LOCKED = 4  # another run of the same job and output is in progress
 
 def base_parser(job: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"submit.sh {job}", description=description)
-    parser.add_argument("--profile", default="local", help="conf overlay: local, cluster, yarn, k8s, gpu")
+    parser.add_argument("--profile", default="local",
+                        help="conf overlay: local, cluster, yarn, k8s, gpu")
     parser.add_argument("--conf-dir", default=None,
                         help="directory with base.yaml (default: ./conf)")
     parser.add_argument("--output", default=None, help="output directory (replaced atomically)")

@@ -1,0 +1,79 @@
+"""Conf profiles -> spark-submit arguments: standalone, YARN and Kubernetes, with and without a
+packed Python environment."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sparkfield.core.conf import ConfigError
+from sparkfield.core.submit import ENV_PYTHON, submit_spec
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+ENV_URI = "hdfs:///apps/sparkfield/sparkfield-env.tar.gz"
+
+
+def test_local_profile_is_client_mode_without_archives():
+    spec = submit_spec("coffee_shops", "local", CONF)
+    assert spec.master == "local[*]" and spec.deploy_mode == "client" and not spec.archives
+    assert "spark.submit.deployMode" not in spec.conf
+    args = spec.args()
+    assert args[:2] == ["--master", "local[*]"] and "--archives" not in args
+    assert args[args.index("--files") + 1].split(",") == [
+        str(CONF / "base.yaml"), str(CONF / "local.yaml"), str(CONF / "jobs/coffee_shops.yaml")]
+
+
+def test_yarn_profile_runs_the_driver_in_the_cluster_on_the_packed_environment():
+    spec = submit_spec("event_log", "yarn", CONF, python_env=ENV_URI, driver_python="/x/python")
+    assert spec.master == "yarn" and spec.deploy_mode == "cluster"
+    assert spec.archives == [f"{ENV_URI}#environment"]
+    assert spec.conf["spark.pyspark.python"] == ENV_PYTHON
+    # cluster mode: the driver runs in YARN too, so it must not get the local interpreter
+    assert "spark.pyspark.driver.python" not in spec.conf
+    assert spec.conf["spark.yarn.maxAppAttempts"] == "1"
+    assert spec.conf["spark.executor.memoryOverhead"] == "2g"
+
+
+def test_k8s_profile_names_image_namespace_and_upload_path():
+    spec = submit_spec("bag_of_words", "k8s", CONF, python_env=ENV_URI)
+    assert spec.master.startswith("k8s://https://") and spec.deploy_mode == "cluster"
+    for key in ("spark.kubernetes.container.image", "spark.kubernetes.namespace",
+                "spark.kubernetes.file.upload.path",
+                "spark.kubernetes.authenticate.driver.serviceAccountName"):
+        assert spec.conf[key], key
+    assert spec.archives == [f"{ENV_URI}#environment"]
+
+
+def test_client_mode_keeps_the_local_driver_python(tmp_path):
+    env = tmp_path / "env.tar.gz"
+    env.write_bytes(b"")
+    spec = submit_spec("coffee_shops", "cluster", CONF, master="spark://h:7077",
+                       python_env=str(env), driver_python="/opt/venv/bin/python")
+    assert spec.master == "spark://h:7077" and spec.deploy_mode == "client"
+    assert spec.conf["spark.pyspark.driver.python"] == "/opt/venv/bin/python"
+    assert spec.conf["spark.pyspark.python"] == ENV_PYTHON
+    assert spec.archives == [f"{env}#environment"]
+
+
+@pytest.mark.parametrize("profile", ["yarn", "k8s"])
+def test_profile_env_archive_must_exist_when_local(tmp_path, profile):
+    # both profiles name build/sparkfield-env.tar.gz (relative to the project: the conf dir's
+    # parent), which `make pack-env` builds; a copy of conf/ in an empty project has none
+    shutil.copytree(CONF, tmp_path / "conf")
+    with pytest.raises(ConfigError, match="make pack-env") as err:
+        submit_spec("coffee_shops", profile, tmp_path / "conf")
+    assert str(tmp_path / "build" / "sparkfield-env.tar.gz") in str(err.value)
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "sparkfield-env.tar.gz").write_bytes(b"")
+    spec = submit_spec("coffee_shops", profile, tmp_path / "conf")
+    assert spec.archives == [f"{tmp_path / 'build' / 'sparkfield-env.tar.gz'}#environment"]
+
+
+def test_bad_deploy_mode_is_rejected(tmp_path):
+    for name in ("base.yaml", "local.yaml"):
+        (tmp_path / name).write_text((CONF / name).read_text())
+    (tmp_path / "odd.yaml").write_text("spark:\n  conf:\n    spark.submit.deployMode: both\n")
+    with pytest.raises(ConfigError, match="client or cluster"):
+        submit_spec("coffee_shops", "odd", tmp_path)
