@@ -14,6 +14,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from sparkfield.core.conf import load_config
+from sparkfield.core.io import InputError
 from sparkfield.text import run
 
 from .conftest import PAGES
@@ -236,3 +237,14 @@ def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path
             assert set(got_doc) <= set(want_doc)
     assert (out / "top_words.png").read_bytes()[:4] == b"\x89PNG"
     assert res.report.outputs["documents"] == len(PAGES)
+
+
+def test_an_empty_vocabulary_is_bad_input_and_writes_nothing(spark, repo_root, tmp_path,
+                                                            wiki_pages):
+    out = tmp_path / "out"
+    cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"html_dir": str(wiki_pages)}, "output": str(out),
+        "min_df": len(PAGES) + 1}})
+    with pytest.raises(InputError, match=f"passes min_df={len(PAGES) + 1}"):
+        run(spark, cfg)
+    assert not out.exists()

@@ -11,7 +11,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput, optional_output, path_exists, require_path
+from sparkfield.core.io import (
+    AtomicOutput,
+    InputError,
+    optional_output,
+    path_exists,
+    require_path,
+)
 from sparkfield.core.practices import balance, cached, partition_keys, sample, skew_stats
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
@@ -213,6 +219,10 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
             stop = english_stopwords() if p.stopwords == "english" else ()
             vocab = vocabulary(terms, p.vocab_size, p.min_df, stop).toPandas()
         words = vocab["word"].tolist()
+        if not words:
+            raise InputError(
+                f"the vocabulary is empty: no word of {report.outputs['documents']} documents "
+                f"passes min_df={p.min_df}" + (" without stopwords" if stop else ""))
         report.outputs["vocabulary"] = len(words)
         sent_vec = token_vectors(sentences, words, p.vector)
         doc_vec = term_vectors(terms, words, p.vector)
