@@ -46,6 +46,13 @@ def test_every_crime_row_is_used_ignored_or_rejected_with_a_reason(spark, crimes
         "missing crime type", "outside study area", "malformed row", "missing crime type",
     ])
     assert got.ignored.count() == 1
+    # each reject keeps its raw row: the fields as read, or the unparsed line
+    records = {r["reason"] + "|" + r["record"] for r in got.rejects.collect()}
+    assert ('non-numeric coordinates|{"TYPE":"Mischief","YEAR":"2016","X":"abc",'
+            '"Y":"5458662.46"}') in records
+    assert "malformed row|Mischief,2016,1,2,3,4,5,6" in records
+    assert ('outside study area|{"TYPE":"Theft from Vehicle","YEAR":"2016","X":"100000",'
+            '"Y":"5458662.46"}') in records
     counts = got.outcome_counts()
     assert sum(counts.values()) == got.classified.count() == 11  # nothing lost
     assert counts["theft"] == 2 and counts["mischief"] == 1

@@ -80,7 +80,7 @@ class SparkSettings:
 @dataclass(frozen=True)
 class Practices:
     sample_seed: int = 42
-    storage_level: str = "MEMORY_AND_DISK"
+    storage_level: str = "MEMORY_AND_DISK_DESER"
     checkpoint_dir: str = "/tmp/sparkfield/checkpoints"
     checkpoint_every: int = 3
     local_checkpoint: bool = False

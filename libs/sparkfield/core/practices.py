@@ -37,7 +37,7 @@ def storage_level(name: str | StorageLevel) -> StorageLevel:
 def cached(
     df: DataFrame,
     name: str = "df",
-    level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK,
+    level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK_DESER,
     report: RunReport | None = None,
 ) -> Iterator[DataFrame]:
     """Persist ``df`` with an explicit level, prime it with a count, always unpersist on exit.

@@ -20,9 +20,9 @@ from sparkfield.core.io import (
     CORRUPT_COL,
     REJECTS_SCHEMA,
     InputError,
+    as_record,
     read_csv_strings,
     read_text_file,
-    rejects_of,
     require_path,
 )
 from sparkfield.core.practices import sample
@@ -167,13 +167,20 @@ def read_crimes(
         .when(~has_coords, "missing or zero coordinates")
         .when(~area.contains_cols(F.col("__x"), F.col("__y")), "outside study area")
     )
-    classified = staged.withColumn("reject_reason", reason)
+    # narrow rows: the raw text is kept (as JSON) only for rejected rows, so caching this
+    # frame costs a few columns per crime, not the whole CSV line
+    classified = staged.withColumn("reject_reason", reason).select(
+        "__x", "__y", "__cat", "__type", "reject_reason",
+        F.when(F.col("reject_reason").isNotNull(), as_record(raw)).alias("__record"),
+    )
     ok = F.col("reject_reason").isNull()
     crimes = classified.where(ok & F.col("__cat").isNotNull()).select(
         F.col("__x").alias("x"), F.col("__y").alias("y"), F.col("__cat").alias("category")
     )
     ignored = classified.where(ok & F.col("__cat").isNull()).select(F.col("__type").alias("type"))
-    rejects = rejects_of(classified.drop("__x", "__y", "__cat", "__type"), "crimes")
+    rejects = classified.where(~ok).select(
+        F.lit("crimes").alias("source"), F.col("reject_reason").alias("reason"),
+        F.col("__record").alias("record"))
     return CrimeInput(crimes=crimes, ignored=ignored, rejects=rejects, classified=classified)
 
 
