@@ -16,8 +16,7 @@ from bs4 import BeautifulSoup
 from sparkfield.core.conf import load_config
 from sparkfield.core.io import InputError
 from sparkfield.text import run
-
-from .conftest import PAGES
+from tests.conftest import WIKI_PAGES as PAGES
 
 FETCH = {"delay_s": 0.05, "backoff_s": 0.1, "max_retries": 2, "connect_timeout_s": 2,
          "read_timeout_s": 1, "max_redirects": 4, "max_bytes": 400_000,
