@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 AIRFLOW_VENV  ?= .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: run test lint bench clean venv system-deps pack-env package
+.PHONY: run test lint bench clean venv system-deps pack-env package readme-params
 
 venv: $(STAMP)
 
@@ -41,6 +41,10 @@ package:
 # third-party packages for the executors, shipped with --archives (see conf/cluster.yaml)
 pack-env:
 	./scripts/pack_env.sh --extras $(or $(EXTRAS),geo,process,text) --output build/sparkfield-env.tar.gz
+
+# the README parameter tables, generated from the job schemas (libs/sparkfield/*/params.py)
+readme-params:
+	PYTHONPATH=libs $(PY) scripts/readme_params.py
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "### $$b"; $(PY) $$b || exit 1; done

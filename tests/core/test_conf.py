@@ -14,11 +14,11 @@ def test_deep_merge_overlays_nested_keys_without_touching_others():
 
 def test_profile_and_job_files_then_flags(repo_root: Path):
     cfg = load_config("coffee_shops", "local", repo_root / "conf",
-                      {"job": {"search": {"top": 3, "grid_step_m": None}}})
+                      {"job": {"search": {"top": 3}}})
     assert cfg.spark.master == "local[*]"
     assert cfg.spark.conf["spark.sql.adaptive.skewJoin.enabled"] == "true"
     assert cfg.job["search"]["top"] == 3  # flag wins
-    assert cfg.job["search"]["grid_step_m"] == 10  # None flag keeps the conf value
+    assert cfg.job["search"]["grid_step_m"] == 10  # a key left out keeps the conf value
     cluster = load_config("coffee_shops", "cluster", repo_root / "conf")
     assert cluster.spark.master.startswith("spark://")
     assert cluster.spark.conf["spark.sql.shuffle.partitions"] == "200"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +18,7 @@ from sparkfield.core.batch import (
 )
 from sparkfield.core.conf import Config, ConfigError, load_config
 from sparkfield.core.io import InputError
+from sparkfield.core.params import JobSchema, key_values  # noqa: F401 (a flag type)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -25,52 +27,88 @@ EXIT_REJECTED = 3  # finished, but rejected more input than the job allows
 EXIT_LOCKED = 4  # another run of the same job and output is in progress
 
 
-def base_parser(job: str, description: str) -> argparse.ArgumentParser:
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class _Once(argparse.Action):
+    """Store the value, refusing a second occurrence of the flag (which would silently win)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, f"_seen_{self.dest}", False):
+            parser.error(f"{option_string} given more than once")
+        setattr(namespace, f"_seen_{self.dest}", True)
+        setattr(namespace, self.dest, values)
+
+
+def _run_date(text: str) -> str:
+    try:
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD, got {text!r}") from exc
+
+
+def _log_level(text: str) -> str:
+    level = text.upper()
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
+def doc_summary(doc: str | None) -> str:
+    """A job module's docstring as the parser's description (never cut mid-sentence)."""
+    return " ".join((doc or "").split())
+
+
+def base_parser(job: str, description: str,
+                schema: JobSchema | None = None) -> argparse.ArgumentParser:
+    """The flags every job shares, then one flag per flagged parameter of ``schema`` (the job's
+    parameters; without one, only the common ones)."""
+    schema = schema or JobSchema(job, [])
     parser = argparse.ArgumentParser(prog=f"submit.sh {job}", description=description)
-    parser.add_argument("--profile", default="local",
-                        help="conf overlay: local, cluster, yarn, k8s, gpu")
-    parser.add_argument("--conf-dir", default=None,
-                        help="directory with base.yaml (default: ./conf)")
-    parser.add_argument("--output", default=None, help="output directory (replaced atomically)")
-    parser.add_argument("--sample", type=float, default=None,
-                        help="fraction of the input to use (seeded), e.g. 0.01 for a first look")
-    parser.add_argument("--run-date", default=None,
+    parser.add_argument("--profile", default="local", action=_Once,
+                        help="conf overlays applied in order, comma-separated: local, cluster, "
+                        "yarn, k8s, gpu (e.g. cluster,gpu)")
+    parser.add_argument("--conf-dir", default=None, action=_Once,
+                        help="directory with base.yaml (default: $SPARKFIELD_CONF_DIR, else "
+                        "./conf); a directory without base.yaml is an error")
+    parser.add_argument("--run-date", default=None, type=_run_date, action=_Once,
                         help="YYYY-MM-DD: write into OUTPUT/run_date=... (a re-run replaces "
                         "only that date)")
-    parser.add_argument("--max-reject-fraction", type=float, default=None,
-                        help="exit 3 when rejected rows / input rows exceeds this")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", type=_log_level, action=_Once,
+                        metavar="{" + ",".join(LOG_LEVELS) + "}",
+                        help="console log level (default INFO)")
+    schema.add_flags(parser, action=_Once)
+    parser.set_defaults(_schema=schema)
     return parser
 
 
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError("must be in (0, 1]")
-    return value
-
-
-def key_values(text: str) -> dict[str, float]:
-    """``theft=50,mischief=100`` -> {"theft": 50.0, "mischief": 100.0}."""
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected NAME=METRES, got {part!r}")
-        try:
-            out[key.strip()] = float(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a number in {part!r}") from exc
-    return out
+def job_config(job: str, args: argparse.Namespace,
+               overrides: Callable[[argparse.Namespace], dict[str, Any]] | None = None) -> Config:
+    """The run's configuration from parsed flags, checked before any JVM starts: conf files
+    and profiles merged, flags on top, every job key validated by the job's schema, then the
+    job's own environment checks (a GPU, a model folder, ...)."""
+    schema: JobSchema | None = getattr(args, "_schema", None)
+    given = overrides(args) if overrides is not None else \
+        schema.overrides(args) if schema is not None else {}
+    cfg = load_config(job, args.profile, args.conf_dir, given)
+    if args.run_date:
+        output = cfg.job.get("output")
+        if not output:
+            raise ConfigError("--run-date needs an output")
+        cfg.raw["job"]["output"] = partition_path(output, args.run_date)
+        cfg.raw["job"]["run_date"] = args.run_date
+    cfg.practices  # noqa: B018 (unknown practices keys are errors)
+    if schema is not None:
+        values = schema.validate(cfg.job)
+        if schema.preflight is not None:
+            schema.preflight(values, cfg)
+    return cfg
 
 
 def main(
     job: str,
     parser: argparse.ArgumentParser,
-    overrides: Callable[[argparse.Namespace], dict[str, Any]],
+    overrides: Callable[[argparse.Namespace], dict[str, Any]] | None,
     run: Callable[[Any, Config], Any],
     describe: Callable[[Any], str] | None = None,
     argv: Sequence[str] | None = None,
@@ -84,17 +122,10 @@ def main(
     for noisy in ("py4j", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        cfg = load_config(job, args.profile, args.conf_dir, overrides(args))
+        cfg = job_config(job, args, overrides)
         output = cfg.job.get("output")
-        if args.run_date:
-            if not output:
-                raise ConfigError("--run-date needs an output")
-            cfg.raw["job"]["output"] = output = partition_path(output, args.run_date)
-            cfg.raw["job"]["run_date"] = args.run_date
-        limit = args.max_reject_fraction
-        if limit is None:
-            limit = cfg.job.get("max_reject_fraction")
-    except (ConfigError, ValueError) as exc:
+        limit = cfg.job.get("max_reject_fraction")
+    except (ConfigError, InputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     lock = OutputLock(output, job) if output and is_local(output) else None

@@ -8,7 +8,9 @@ job's own typed parameters.
 from __future__ import annotations
 
 import copy
+import difflib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,19 +37,23 @@ def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
 
 
 def find_conf_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Where the YAML files are: the flag, then $SPARKFIELD_CONF_DIR, then ./conf, then the
-    working directory itself (spark-submit --files puts files there, flattened)."""
-    candidates: list[Path] = []
+    """Where the YAML files are: the flag (which must hold base.yaml: a mistyped path is an
+    error, never a silent fall-back), then $SPARKFIELD_CONF_DIR, then ./conf, then the working
+    directory itself (spark-submit --files puts files there, flattened)."""
     if explicit:
-        candidates.append(Path(explicit))
+        cand = Path(explicit)
+        if not cand.is_dir():
+            raise ConfigError(f"conf dir {explicit} not found (--conf-dir)")
+        if not (cand / "base.yaml").is_file():
+            raise ConfigError(f"no base.yaml in conf dir {explicit} (--conf-dir)")
+        return cand
+    candidates: list[Path] = []
     if os.environ.get(CONF_ENV):
         candidates.append(Path(os.environ[CONF_ENV]))
     candidates += [Path.cwd() / "conf", Path.cwd()]
     for cand in candidates:
         if (cand / "base.yaml").is_file():
             return cand
-    if explicit:
-        raise ConfigError(f"no base.yaml in conf dir {explicit}")
     raise ConfigError(
         "cannot find the conf directory (base.yaml): pass --conf-dir or set " + CONF_ENV
     )
@@ -104,8 +110,13 @@ class Config:
     @property
     def practices(self) -> Practices:
         p = self.raw.get("practices", {}) or {}
-        known = {k: v for k, v in p.items() if k in Practices.__dataclass_fields__}
-        return Practices(**known)
+        fields = Practices.__dataclass_fields__
+        for key in p:
+            if key not in fields:
+                near = difflib.get_close_matches(key, fields, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise ConfigError(f"unknown key 'practices.{key}'{hint}")
+        return Practices(**p)
 
     @property
     def job(self) -> dict[str, Any]:
@@ -118,38 +129,41 @@ def _spark_value(value: Any) -> str:
     return str(value)
 
 
+def profile_names(profile: str | Sequence[str]) -> list[str]:
+    """``"cluster,gpu"`` -> ["cluster", "gpu"]: profiles stack, applied in order."""
+    names = profile.split(",") if isinstance(profile, str) else list(profile)
+    names = [n.strip() for n in names if n and n.strip()]
+    if not names:
+        raise ConfigError("no profile given")
+    return names
+
+
 def load_config(
     job: str,
-    profile: str = "local",
+    profile: str | Sequence[str] = "local",
     conf_dir: str | os.PathLike[str] | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> Config:
-    """Merge ``base.yaml``, ``<profile>.yaml`` and ``jobs/<job>.yaml`` (under key ``job``), then
-    ``overrides`` (a nested dict, usually from flags; None values are ignored)."""
+    """Merge ``base.yaml``, each profile in order (``"cluster,gpu"``: cluster.yaml, then
+    gpu.yaml) and ``jobs/<job>.yaml`` (under key ``job``), then ``overrides`` (a nested dict,
+    usually from flags). A ``None`` in the overrides sets that value to null, e.g.
+    ``{"job": {"output": None}}`` writes nothing; leave a key out to keep the conf value."""
     root = find_conf_dir(conf_dir)
     merged = _read_yaml(root / "base.yaml")
-    prof = root / f"{profile}.yaml"
-    if not prof.is_file():
-        raise ConfigError(f"unknown profile {profile!r}: no {prof}")
-    merged = deep_merge(merged, _read_yaml(prof))
+    names = profile_names(profile)
+    for name in names:
+        prof = root / f"{name}.yaml"
+        if not prof.is_file():
+            known = sorted(p.stem for p in root.glob("*.yaml") if p.stem != "base")
+            raise ConfigError(f"unknown profile {name!r}: no {prof} (profiles: "
+                              f"{', '.join(known)})")
+        merged = deep_merge(merged, _read_yaml(prof))
     job_file = job_file_path(root, job)
     job_conf = _read_yaml(job_file) if job_file else {}
     merged["job"] = deep_merge(merged.get("job", {}) or {}, job_conf)
     if overrides:
-        merged = deep_merge(merged, _drop_none(overrides))
-    return Config(job_name=job, profile=profile, raw=merged)
-
-
-def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            sub = _drop_none(v)
-            if sub:
-                out[k] = sub
-        elif v is not None:
-            out[k] = v
-    return out
+        merged = deep_merge(merged, overrides)
+    return Config(job_name=job, profile=",".join(names), raw=merged)
 
 
 def config_from_dict(job: str, raw: dict[str, Any], profile: str = "inline") -> Config:

@@ -20,7 +20,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkfield.core.conf import ConfigError, find_conf_dir, job_file_path, load_config
+from sparkfield.core.conf import (
+    ConfigError,
+    find_conf_dir,
+    job_file_path,
+    load_config,
+    profile_names,
+)
 
 ENV_ALIAS = "environment"
 ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"
@@ -68,7 +74,7 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
     deploy_mode = conf.pop("spark.submit.deployMode", "client")
     if deploy_mode not in ("client", "cluster"):
         raise ConfigError(f"spark.submit.deployMode must be client or cluster, not {deploy_mode!r}")
-    files = [root / "base.yaml", root / f"{profile}.yaml"]
+    files = [root / "base.yaml", *(root / f"{n}.yaml" for n in profile_names(profile))]
     job_file = job_file_path(root, job)
     if job_file:
         files.append(job_file)

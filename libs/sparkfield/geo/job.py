@@ -28,6 +28,7 @@ from sparkfield.geo.inputs import (
     read_stations,
     rejects_frame,
 )
+from sparkfield.geo.params import SCHEMA
 from sparkfield.geo.search import (
     crime_counts_near,
     evaluate_stations,
@@ -66,58 +67,48 @@ class CoffeeShopParams:
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoffeeShopParams:
-        job = cfg.job
-        s = job.get("search", {}) or {}
-        inputs = job.get("inputs", {}) or {}
+        job = SCHEMA.validate(cfg.job)  # unknown keys, types and ranges
+        s = job["search"]
+        inputs = job["inputs"]
         p = cls(
-            crimes=inputs.get("crimes") or bundled("vancouver_crime_2016.csv.gz"),
-            stations=inputs.get("stations") or bundled("rapid_transit_stations.csv"),
-            competitors=inputs.get("competitors") or bundled("starbucks_vancouver_bc.csv"),
-            output=job.get("output"),
-            grid_step_m=float(s.get("grid_step_m", 10)),
-            search_radius_m=float(s.get("search_radius_m", 1000)),
-            competitor_radius_m=float(s.get("competitor_radius_m", 500)),
-            exclude_m={k: float(v) for k, v in (s.get("exclude_m") or {}).items()},
-            top=int(s.get("top", 10)),
-            count_radius_m=float(s.get("count_radius_m", 250)),
-            tile_cells=int(s.get("tile_cells", 256)),
-            tile_partitions=s.get("tile_partitions"),
-            refine=[float(v) for v in (s.get("refine") or [])],
-            refine_keep=int(s.get("refine_keep", 50)),
-            sample=job.get("sample"),
+            crimes=inputs["crimes"] or bundled("vancouver_crime_2016.csv.gz"),
+            stations=inputs["stations"] or bundled("rapid_transit_stations.csv"),
+            competitors=inputs["competitors"] or bundled("starbucks_vancouver_bc.csv"),
+            output=job["output"],
+            grid_step_m=s["grid_step_m"],
+            search_radius_m=s["search_radius_m"],
+            competitor_radius_m=s["competitor_radius_m"],
+            exclude_m=s["exclude_m"],
+            top=s["top"],
+            count_radius_m=s["count_radius_m"],
+            tile_cells=s["tile_cells"],
+            tile_partitions=s["tile_partitions"],
+            refine=s["refine"],
+            refine_keep=s["refine_keep"],
+            sample=job["sample"],
             seed=cfg.practices.sample_seed,
-            categories=job.get("categories") or {},
-            ignored_types=list(job.get("ignored_types") or []),
-            competitor_filter=job.get("competitor_filter") or {},
-            study_area=job.get("study_area") or {},
+            categories=job["categories"],
+            ignored_types=job["ignored_types"],
+            competitor_filter=job["competitor_filter"],
+            study_area=job["study_area"],
         )
         p.validate()
         return p
 
     def validate(self) -> None:
+        """What the schema cannot check alone: keys that must agree with each other."""
         problems = []
-        for name in ("grid_step_m", "search_radius_m", "tile_cells", "top"):
-            if getattr(self, name) <= 0:
-                problems.append(f"{name} must be > 0")
-        if self.competitor_radius_m < 0 or self.count_radius_m < 0:
-            problems.append("radii must be >= 0")
         unknown = set(self.exclude_m) - set(self.categories)
         if unknown:
             problems.append(f"exclude_m names unknown categories: {sorted(unknown)}")
         missing = set(self.categories) - set(self.exclude_m)
         if missing:
             problems.append(f"exclude_m has no radius for: {sorted(missing)}")
-        if any(v < 0 for v in self.exclude_m.values()):
-            problems.append("exclusion radii must be >= 0")
-        if self.sample is not None and not 0 < float(self.sample) <= 1:
-            problems.append("sample must be in (0, 1]")
         prev = self.grid_step_m
         for step in self.refine:
             if not 0 < step < prev:
                 problems.append("refine steps must be positive and decreasing")
             prev = step
-        if set(self.study_area) != {"xmin", "ymin", "xmax", "ymax"}:
-            problems.append("study_area needs xmin, ymin, xmax, ymax")
         if problems:
             raise ConfigError("; ".join(problems))
 

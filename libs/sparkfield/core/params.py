@@ -1,0 +1,369 @@
+"""One declared parameter schema per job: the single source of the job's conf keys, their types,
+ranges and defaults, its command-line flags and the README parameter table.
+
+A :class:`Param` names a key of the job section (dotted for nested keys, ``search.grid_step_m``).
+:meth:`JobSchema.validate` checks a merged job section against the schema: an unknown key is an
+error that names the nearest valid key, a value of the wrong type or out of range is an error,
+and every missing key gets its default. Every job checks the same way, so the same bad value
+(``--sample 0``) gives the same error and exit code everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sparkfield.core.conf import ConfigError
+
+KINDS = ("str", "int", "float", "bool", "fraction", "list[float]", "list[str]",
+         "dict[str,float]", "dict[str,str]", "dict[str,list[str]]")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One job parameter.
+
+    ``kind`` is one of :data:`KINDS`; ``fraction`` is a float in (0, 1]. ``gt``/``ge``/``le``
+    bound numbers (and every element of a numeric list or mapping). ``nullable``: null is a valid
+    value (always true when the default is null). ``flag``: the command-line flag, or None for a
+    conf-only key. ``group``: flags of one group are mutually exclusive. ``pattern``: a regular
+    expression a string value must match in full.
+    """
+
+    key: str
+    kind: str
+    default: Any = None
+    help: str = ""
+    flag: str | None = None
+    choices: tuple[str, ...] | None = None
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    nullable: bool = False
+    group: str | None = None
+    pattern: str | None = None
+    in_conf: bool = True  # False: set by the entry point (run_date), not a conf file key
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.key}: unknown kind {self.kind!r}")
+
+    @property
+    def allows_null(self) -> bool:
+        return self.nullable or self.default is None
+
+    @property
+    def dest(self) -> str:
+        return self.key.replace(".", "__")
+
+    def check(self, value: Any) -> tuple[Any, str | None]:
+        """(the value coerced to the kind, None) or (None, what is wrong)."""
+        if value is None:
+            return (None, None) if self.allows_null else (None, "must not be null")
+        try:
+            out = _coerce(self.kind, value)
+        except (TypeError, ValueError) as exc:
+            return None, str(exc)
+        for v in _numbers(self.kind, out):
+            if self.gt is not None and not v > self.gt:
+                return None, f"must be > {_num(self.gt)}, got {_num(v)}"
+            if self.ge is not None and not v >= self.ge:
+                return None, f"must be >= {_num(self.ge)}, got {_num(v)}"
+            if self.le is not None and not v <= self.le:
+                return None, f"must be <= {_num(self.le)}, got {_num(v)}"
+        if self.kind == "fraction" and not 0 < out <= 1:
+            return None, f"must be in (0, 1], got {_num(out)}"
+        if self.choices is not None and out not in self.choices:
+            near = difflib.get_close_matches(str(out), self.choices, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            return None, f"must be one of {', '.join(self.choices)}, got {out!r}{hint}"
+        if self.pattern is not None and not re.fullmatch(self.pattern, out):
+            return None, f"{out!r} is not valid here"
+        return out, None
+
+
+def _num(v: float) -> str:
+    return f"{v:g}"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _coerce(kind: str, value: Any) -> Any:
+    if kind == "str":
+        if not isinstance(value, str):
+            raise TypeError(f"expected text, got {value!r}")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise TypeError(f"expected true or false, got {value!r}")
+        return value
+    if kind == "int":
+        if _is_number(value) and float(value).is_integer():
+            return int(value)
+        raise TypeError(f"expected an integer, got {value!r}")
+    if kind in ("float", "fraction"):
+        if _is_number(value):
+            return float(value)
+        raise TypeError(f"expected a number, got {value!r}")
+    if kind == "list[float]":
+        if isinstance(value, str):
+            value = [v for v in (p.strip() for p in value.split(",")) if v]
+            try:
+                return [float(v) for v in value]
+            except ValueError as exc:
+                raise TypeError(f"expected numbers separated by commas: {exc}") from None
+        if isinstance(value, list) and all(_is_number(v) for v in value):
+            return [float(v) for v in value]
+        raise TypeError(f"expected a list of numbers, got {value!r}")
+    if kind == "list[str]":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise TypeError(f"expected a list of texts, got {value!r}")
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError(f"expected a mapping, got {value!r}")
+    if kind == "dict[str,float]":
+        if all(_is_number(v) for v in value.values()):
+            return {k: float(v) for k, v in value.items()}
+        raise TypeError(f"expected numbers as values, got {value!r}")
+    if kind == "dict[str,str]":
+        if all(isinstance(v, str) for v in value.values()):
+            return dict(value)
+        raise TypeError(f"expected texts as values, got {value!r}")
+    # dict[str,list[str]]
+    if all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values()):
+        return {k: list(v) for k, v in value.items()}
+    raise TypeError(f"expected lists of texts as values, got {value!r}")
+
+
+def _numbers(kind: str, value: Any) -> Iterable[float]:
+    if kind in ("int", "float", "fraction"):
+        return [value]
+    if kind == "list[float]":
+        return value
+    if kind == "dict[str,float]":
+        return value.values()
+    return []
+
+
+def key_values(text: str) -> dict[str, float]:
+    """Flag value ``theft=50,mischief=100`` -> {"theft": 50.0, "mischief": 100.0}."""
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected NAME=METRES, got {part!r}")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"not a number in {part!r}") from exc
+    return out
+
+
+def float_list(text: str) -> list[float]:
+    """Flag value ``10,1`` -> [10.0, 1.0]."""
+    try:
+        return [float(v) for v in (p.strip() for p in text.split(",")) if v]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") \
+            from exc
+
+
+_FLAG_TYPES = {"int": int, "float": float, "fraction": float, "str": str,
+               "list[float]": float_list, "dict[str,float]": key_values}
+
+
+# Keys every job has; the entry point adds their flags (and --run-date) itself.
+def common_params(output: str) -> list[Param]:
+    return [
+        Param("output", "str", output, "output directory (replaced atomically; null in conf: "
+              "nothing is written)", flag="--output", nullable=True),
+        Param("sample", "fraction", None, "fraction of the input to use (seeded), e.g. 0.01 "
+              "for a first look", flag="--sample"),
+        Param("max_reject_fraction", "float", None, "exit 3 when rejected rows / input rows "
+              "exceeds this (outputs are still written)", flag="--max-reject-fraction",
+              ge=0, le=1),
+        Param("run_date", "str", None, "YYYY-MM-DD: write into OUTPUT/run_date=... (a re-run "
+              "replaces only that date)", pattern=r"\d{4}-\d{2}-\d{2}", in_conf=False),
+    ]
+
+
+class JobSchema:
+    """The parameters of one job, in the order flags and tables list them."""
+
+    def __init__(self, job: str, params: Sequence[Param], output: str | None = None,
+                 preflight: Callable[[dict[str, Any], Any], None] | None = None):
+        self.job = job
+        # checks of the environment before any JVM starts: (validated job section, Config)
+        self.preflight = preflight
+        self.params: list[Param] = [*common_params(output or f"out/{job}"), *params]
+        self.by_key = {p.key: p for p in self.params}
+        if len(self.by_key) != len(self.params):
+            raise ValueError(f"{job}: duplicate parameter keys")
+        self.sections = {k.rsplit(".", 1)[0] for k in self.by_key if "." in k}
+        for s in list(self.sections):  # parents of nested sections
+            while "." in s:
+                s = s.rsplit(".", 1)[0]
+                self.sections.add(s)
+
+    # -- conf ----------------------------------------------------------------------------------
+    def defaults(self, conf_only: bool = True) -> dict[str, Any]:
+        """The nested default job section (what conf/jobs/<job>.yaml holds)."""
+        out: dict[str, Any] = {}
+        for p in self.params:
+            if conf_only and not p.in_conf:
+                continue
+            _set(out, p.key, p.default)
+        return out
+
+    def validate(self, job: dict[str, Any] | None) -> dict[str, Any]:
+        """The job section checked against the schema, values coerced and defaults filled in;
+        :class:`ConfigError` naming every problem otherwise."""
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+        self._walk(job or {}, "", values, problems)
+        if problems:
+            raise ConfigError(f"{self.job}: " + "; ".join(problems))
+        out: dict[str, Any] = {}
+        for p in self.params:
+            _set(out, p.key, values.get(p.key, p.default))
+        return out
+
+    def _walk(self, node: Any, prefix: str, values: dict[str, Any], problems: list[str]) -> None:
+        if not isinstance(node, dict):
+            problems.append(f"{prefix.rstrip('.')}: expected a mapping, got {node!r}")
+            return
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if path in self.by_key:
+                coerced, problem = self.by_key[path].check(value)
+                if problem:
+                    problems.append(f"{path} {problem}")
+                else:
+                    values[path] = coerced
+            elif path in self.sections:
+                if value is not None:
+                    self._walk(value, path + ".", values, problems)
+            else:
+                problems.append(f"unknown key {path!r}{self._suggest(path)}")
+
+    def _suggest(self, path: str) -> str:
+        names = sorted(self.by_key) + sorted(self.sections)
+        near = difflib.get_close_matches(path, names, n=1, cutoff=0.6)
+        if not near:  # a misspelt leaf under a right section, or the leaf alone
+            leaf = path.rsplit(".", 1)[-1]
+            by_leaf = {n.rsplit(".", 1)[-1]: n for n in names}
+            near = [by_leaf[m] for m in difflib.get_close_matches(leaf, by_leaf, n=1)]
+        return f" (did you mean {near[0]!r}?)" if near else ""
+
+    # -- flags ---------------------------------------------------------------------------------
+    def add_flags(self, parser: argparse.ArgumentParser,
+                  action: type[argparse.Action] | None = None) -> None:
+        """One flag per parameter that has one; absent flags leave no attribute behind, so
+        :meth:`overrides` holds only what was given."""
+        groups: dict[str, Any] = {}
+        for p in self.params:
+            if not p.flag:
+                continue
+            target: Any = parser
+            if p.group:
+                target = groups.setdefault(p.group, parser.add_mutually_exclusive_group())
+            kwargs: dict[str, Any] = {"dest": p.dest, "default": argparse.SUPPRESS,
+                                      "help": _flag_help(p)}
+            if p.kind == "bool":
+                kwargs["action"] = argparse.BooleanOptionalAction
+            else:
+                kwargs["type"] = _FLAG_TYPES.get(p.kind, str)
+                if action is not None:
+                    kwargs["action"] = action
+                kwargs["metavar"] = _metavar(p)
+                if p.choices:
+                    kwargs["choices"] = p.choices
+            target.add_argument(p.flag, **kwargs)
+
+    def overrides(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The nested job overrides of the flags that were given."""
+        job: dict[str, Any] = {}
+        for p in self.params:
+            if p.flag and hasattr(args, p.dest):
+                _set(job, p.key, getattr(args, p.dest))
+        return {"job": job}
+
+    # -- docs ----------------------------------------------------------------------------------
+    def markdown_table(self) -> str:
+        rows = ["| key | flag | default | meaning |", "|---|---|---|---|"]
+        for p in self.params:
+            if not p.in_conf:
+                continue
+            flag = f"`{p.flag}`" if p.flag else ""
+            meaning = _describe(p).replace("|", "\\|")
+            rows.append(f"| `{p.key}` | {flag} | {_show(p.default)} | {meaning} |")
+        return "\n".join(rows)
+
+
+def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        d = d.setdefault(part, {})
+    d[leaf] = value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict | list):
+        import json
+
+        return "`" + json.dumps(value, separators=(", ", ": ")).replace("|", "\\|") + "`"
+    return f"`{value}`" if isinstance(value, str) else str(value)
+
+
+def _describe(p: Param) -> str:
+    text = p.help
+    limits = []
+    if p.choices:
+        limits.append("one of " + ", ".join(p.choices))
+    if p.kind == "fraction":
+        limits.append("in (0, 1]")
+    for op, bound in ((">", p.gt), (">=", p.ge), ("<=", p.le)):
+        if bound is not None:
+            limits.append(f"{op} {_num(bound)}")
+    if limits:
+        text = f"{text} ({'; '.join(limits)})" if text else "; ".join(limits)
+    return text
+
+
+def _flag_help(p: Param) -> str:
+    text = _describe(p)
+    text = f"{text} [conf: {p.key}, default: {_show(p.default).strip('`')}]" if p.in_conf \
+        else text
+    return text.replace("%", "%%")  # argparse formats help with %
+
+
+def _metavar(p: Param) -> str:
+    if p.choices:
+        return "{" + ",".join(p.choices) + "}"
+    return {"int": "N", "float": "X", "fraction": "FRACTION", "list[float]": "X,X,...",
+            "dict[str,float]": "NAME=X,..."}.get(p.kind, p.key.rsplit(".", 1)[-1].upper())
+
+
+def render_readme(text: str, schemas: Iterable[JobSchema]) -> str:
+    """``text`` with the table between ``<!-- params:JOB -->`` and ``<!-- /params:JOB -->``
+    replaced by the schema's table, for every schema."""
+    for schema in schemas:
+        start, end = f"<!-- params:{schema.job} -->", f"<!-- /params:{schema.job} -->"
+        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+        block = f"{start}\n{schema.markdown_table()}\n{end}"
+        text, n = pattern.subn(lambda _m, b=block: b, text)
+        if n != 1:
+            raise ValueError(f"README has {n} blocks {start} ... {end}, expected 1")
+    return text

@@ -1,0 +1,55 @@
+"""The coffee_shops job's parameters: conf keys, flags and the README table come from here."""
+
+from __future__ import annotations
+
+from sparkfield.core.params import JobSchema, Param
+
+SCHEMA = JobSchema("coffee_shops", [
+    Param("inputs.crimes", "str", None, "crime CSV (police open-data schema, or "
+          "Latitude/Longitude); null: the bundled 2016 Vancouver crimes", flag="--crimes"),
+    Param("inputs.stations", "str", None, "stations CSV (station,longitude,latitude) or "
+          "GeoJSON points; null: the bundled 22 rapid-transit stations", flag="--stations"),
+    Param("inputs.competitors", "str", None, "Starbucks directory.csv or a lon/lat CSV; null: "
+          "the bundled Vancouver Starbucks", flag="--competitors"),
+    Param("search.grid_step_m", "float", 10.0, "lattice spacing in metres",
+          flag="--grid-step-m", gt=0),
+    Param("search.search_radius_m", "float", 1000.0, "search radius around each station",
+          flag="--search-radius-m", gt=0),
+    Param("search.competitor_radius_m", "float", 500.0, "a station with a competitor this "
+          "close is not eligible", flag="--competitor-radius-m", ge=0),
+    Param("search.exclude_m", "dict[str,float]",
+          {"theft": 50.0, "break_and_enter": 100.0, "mischief": 100.0},
+          "exclusion radius per crime category (every category needs one)",
+          flag="--exclude-m", ge=0),
+    Param("search.top", "int", 10, "locations ranked and written", flag="--top", gt=0),
+    Param("search.count_radius_m", "float", 250.0, "crime counts reported around each top "
+          "location", ge=0),
+    Param("search.tile_cells", "int", 256, "lattice cells per tile side", gt=0),
+    Param("search.tile_partitions", "int", None, "partitions of the tile search; null: 4 x "
+          "default parallelism", gt=0),
+    Param("search.refine", "list[float]", [], "finer steps after grid_step_m around the best "
+          "cells, e.g. 10,1 (each smaller than the one before)", flag="--refine", gt=0),
+    Param("search.refine_keep", "int", 50, "best cells kept per refinement level", gt=0),
+    Param("search.max_lattice_points", "int", 100_000_000, "a larger search lattice is refused "
+          "(exit 2) before it starts", gt=0),
+    Param("categories", "dict[str,list[str]]",
+          {"theft": ["Theft from Vehicle", "Other Theft", "Theft of Vehicle",
+                     "Theft of Bicycle"],
+           "break_and_enter": ["Break and Enter Commercial",
+                               "Break and Enter Residential/Other"],
+           "mischief": ["Mischief"]},
+          "police crime types grouped into the categories that exclude_m names"),
+    Param("ignored_types", "list[str]",
+          ["Vehicle Collision or Pedestrian Struck (with Injury)",
+           "Vehicle Collision or Pedestrian Struck (with Fatality)",
+           "Offence Against a Person", "Homicide"],
+          "known police types outside the categories: ignored and counted, not rejected"),
+    Param("competitor_filter", "dict[str,str]",
+          {"City": "Vancouver", "State/Province": "BC", "Country": "CA"},
+          "column = value filters applied to the competitors file"),
+    Param("study_area.xmin", "float", 480000.0, "study area in EPSG:26910 metres; points "
+          "outside are rejected"),
+    Param("study_area.ymin", "float", 5445000.0, "study area, south edge"),
+    Param("study_area.xmax", "float", 502000.0, "study area, east edge"),
+    Param("study_area.ymax", "float", 5466000.0, "study area, north edge"),
+], output="out/coffee_shops")

@@ -1,0 +1,143 @@
+"""One validated parameter schema per job: unknown keys, types, ranges, null overrides,
+stacked profiles, and the schema agreeing with the conf files, the flags and the README."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sparkfield.core.conf import ConfigError, load_config
+from sparkfield.core.params import render_readme
+from sparkfield.schemas import SCHEMAS
+
+ROOT = Path(__file__).resolve().parents[2]
+GEO = SCHEMAS["coffee_shops"]
+
+
+def job_module(job: str):
+    spec = importlib.util.spec_from_file_location(f"job_{job}", ROOT / "jobs" / f"{job}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_unknown_key_names_the_nearest_valid_one():
+    with pytest.raises(ConfigError, match=r"unknown key 'search.grid_stepm' \(did you mean "
+                                          r"'search.grid_step_m'\?\)"):
+        GEO.validate({"search": {"grid_stepm": 5}})
+    with pytest.raises(ConfigError, match=r"unknown key 'serch' \(did you mean 'search'\?\)"):
+        GEO.validate({"serch": {"top": 1}})
+
+
+def test_every_problem_is_named_at_once_and_types_are_checked():
+    with pytest.raises(ConfigError) as err:
+        GEO.validate({"sample": 5, "search": {"top": "many", "refine": [5, -1]}})
+    text = str(err.value)
+    assert "sample must be in (0, 1], got 5" in text
+    assert "search.top expected an integer, got 'many'" in text
+    assert "search.refine must be > 0, got -1" in text
+    with pytest.raises(ConfigError, match="search.top expected an integer, got 2.5"):
+        GEO.validate({"search": {"top": 2.5}})
+    with pytest.raises(ConfigError, match="search.top must not be null"):
+        GEO.validate({"search": {"top": None}})
+
+
+def test_validate_fills_defaults_and_coerces():
+    out = GEO.validate({"search": {"grid_step_m": 5}})
+    assert out["search"]["grid_step_m"] == 5.0 and isinstance(out["search"]["grid_step_m"], float)
+    assert out["search"]["top"] == 10 and out["output"] == "out/coffee_shops"
+
+
+def test_none_override_unsets_a_value(repo_root: Path):
+    cfg = load_config("coffee_shops", "local", repo_root / "conf",
+                      {"job": {"output": None, "search": {"tile_partitions": None}}})
+    assert cfg.job["output"] is None
+    assert GEO.validate(cfg.job)["output"] is None
+    kept = load_config("coffee_shops", "local", repo_root / "conf", {"job": {}})
+    assert kept.job["output"] == "out/coffee_shops"
+
+
+def test_profiles_stack_in_order(repo_root: Path):
+    cfg = load_config("embed", "cluster,gpu", repo_root / "conf")
+    assert cfg.profile == "cluster,gpu"
+    assert cfg.spark.master.startswith("spark://")  # from cluster
+    assert cfg.spark.conf["spark.executor.resource.gpu.amount"] == "1"  # from gpu
+    assert cfg.spark.conf["spark.executor.memory"] == "4g"  # cluster, untouched by gpu
+    assert cfg.spark.conf["spark.executor.cores"] == "4"  # gpu wins over cluster's "2"
+    with pytest.raises(ConfigError, match="unknown profile 'gpux'"):
+        load_config("embed", "cluster,gpux", repo_root / "conf")
+
+
+def test_a_mistyped_conf_dir_is_an_error_not_a_fall_back(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # ./conf exists here and must not be used instead
+    with pytest.raises(ConfigError, match="conf dir .*cnof not found"):
+        load_config("coffee_shops", "local", tmp_path / "cnof")
+    with pytest.raises(ConfigError, match="no base.yaml in conf dir"):
+        load_config("coffee_shops", "local", tmp_path)
+
+
+def test_unknown_practices_key_is_an_error(repo_root: Path):
+    cfg = load_config("coffee_shops", "local", repo_root / "conf",
+                      {"practices": {"sample_sed": 1}})
+    with pytest.raises(ConfigError, match="practices.sample_sed.*did you mean 'sample_seed'"):
+        cfg.practices  # noqa: B018
+
+
+@pytest.mark.parametrize("job", sorted(SCHEMAS))
+def test_conf_file_holds_exactly_the_schema_defaults(job):
+    conf = yaml.safe_load((ROOT / "conf" / "jobs" / f"{job}.yaml").read_text())
+    assert conf == SCHEMAS[job].defaults()
+
+
+@pytest.mark.parametrize("job", sorted(SCHEMAS))
+def test_flags_come_from_the_schema(job):
+    parser = job_module(job).parser()
+    flags = {a.option_strings[0]: a.dest for a in parser._actions if a.option_strings}
+    schema = SCHEMAS[job]
+    for p in schema.params:
+        if p.flag:
+            assert flags.get(p.flag) == p.dest, p.flag
+    shared = {"-h", "--profile", "--conf-dir", "--run-date", "--log-level"}
+    assert set(flags) - shared == {p.flag for p in schema.params if p.flag}
+
+
+def test_readme_tables_are_generated_from_the_schemas():
+    text = (ROOT / "README.md").read_text()
+    assert render_readme(text, SCHEMAS.values()) == text, \
+        "README parameter tables are stale: run `make readme-params`"
+
+
+@pytest.mark.parametrize("job", sorted(SCHEMAS))
+@pytest.mark.parametrize("argv,message", [
+    (["--sample", "0"], "sample must be in (0, 1], got 0"),
+    (["--sample", "1.5"], "sample must be in (0, 1], got 1.5"),
+    (["--max-reject-fraction", "-1"], "max_reject_fraction must be >= 0"),
+])
+def test_bad_values_exit_2_the_same_way_in_every_job(job, argv, message, capsys, tmp_path):
+    code = job_module(job).main([*argv, "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and err.startswith("error: ") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--run-date", "2024-01-01", "--run-date", "2024-01-02"],
+     "--run-date given more than once"),
+    (["--log-level", "LOUD"], "'LOUD' is not one of DEBUG"),
+    (["--run-date", "yesterday"], "expected YYYY-MM-DD"),
+])
+def test_flag_mistakes_exit_2_before_any_work(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        job_module("coffee_shops").main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_mistyped_conf_dir_flag_exits_2(tmp_path, capsys):
+    code = job_module("coffee_shops").main(["--conf-dir", str(tmp_path / "cnof")])
+    assert code == 2
+    assert "not found (--conf-dir)" in capsys.readouterr().err
