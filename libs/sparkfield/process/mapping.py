@@ -92,12 +92,55 @@ def load_mapping(path: str | os.PathLike[str]) -> Mapping:
         doc = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
         raise MappingError(f"{p}: invalid YAML: {exc}") from exc
+    if isinstance(doc, dict) and "objects" in doc:  # the object-centric (OCEL 2.0) form
+        from sparkfield.process.ocel_mapping import parse_ocel_mapping
+
+        return parse_ocel_mapping(doc, base=p.parent, origin=str(p))
     return parse_mapping(doc, base=p.parent, origin=str(p))
 
 
 def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") -> Mapping:
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
+    sources, views = parse_sources(doc, base, origin)
+    raw_acts = doc.get("activities") or []
+    if not isinstance(raw_acts, list) or not raw_acts:
+        raise MappingError(f"{origin}: 'activities' must list at least one activity")
+    acts = []
+    for i, a in enumerate(raw_acts):
+        where = f"{origin}: activity #{i + 1}"
+        if not isinstance(a, dict):
+            raise MappingError(f"{where}: must be a mapping")
+        if bool(a.get("name")) == bool(a.get("activity")):
+            raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
+                               "(expression)")
+        label = a.get("name") or a.get("activity")
+        for key in ("source", "case_id", "timestamp"):
+            if not a.get(key):
+                raise MappingError(f"{where} ({label}): missing {key!r}")
+        if a["source"] not in sources and a["source"] not in views:
+            raise MappingError(f"{where} ({label}): unknown source {a['source']!r} "
+                               f"(sources: {', '.join([*sources, *views])})")
+        attrs = a.get("attributes") or {}
+        if isinstance(attrs, list):
+            attrs = {str(c): f"`{c}`" for c in attrs}
+        acts.append(Activity(
+            index=i, source=a["source"], case_id=str(a["case_id"]),
+            timestamp=str(a["timestamp"]), name=a.get("name"), activity=a.get("activity"),
+            resource=a.get("resource"), lifecycle=a.get("lifecycle"), where=a.get("where"),
+            attributes={str(k): str(v) for k, v in attrs.items()},
+            timestamp_format=a.get("timestamp_format"), title=a.get("label"),
+        ))
+    bounds = doc.get("timestamp_bounds") or {}
+    return Mapping(sources=sources, activities=acts, views=views,
+                   timezone=str(doc.get("timezone", "UTC")),
+                   min_timestamp=str(bounds.get("min", "1970-01-01")),
+                   max_timestamp=str(bounds.get("max", "2100-01-01")), origin=origin)
+
+
+def parse_sources(doc: dict, base: Path | None, origin: str
+                  ) -> tuple[dict[str, Source], dict[str, str]]:
+    """The ``sources`` and ``views`` sections (shared by the classic and OCEL forms)."""
     raw_sources = doc.get("sources") or {}
     if not isinstance(raw_sources, dict) or not raw_sources:
         raise MappingError(f"{origin}: 'sources' must name at least one source")
@@ -134,37 +177,4 @@ def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") 
     clash = set(views) & set(sources)
     if clash:
         raise MappingError(f"{origin}: view names clash with sources: {sorted(clash)}")
-    raw_acts = doc.get("activities") or []
-    if not isinstance(raw_acts, list) or not raw_acts:
-        raise MappingError(f"{origin}: 'activities' must list at least one activity")
-    acts = []
-    for i, a in enumerate(raw_acts):
-        where = f"{origin}: activity #{i + 1}"
-        if not isinstance(a, dict):
-            raise MappingError(f"{where}: must be a mapping")
-        if bool(a.get("name")) == bool(a.get("activity")):
-            raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
-                               "(expression)")
-        label = a.get("name") or a.get("activity")
-        for key in ("source", "case_id", "timestamp"):
-            if not a.get(key):
-                raise MappingError(f"{where} ({label}): missing {key!r}")
-        if a["source"] not in sources and a["source"] not in views:
-            raise MappingError(f"{where} ({label}): unknown source {a['source']!r} "
-                               f"(sources: {', '.join([*sources, *views])})")
-        attrs = a.get("attributes") or {}
-        if isinstance(attrs, list):
-            attrs = {str(c): f"`{c}`" for c in attrs}
-        acts.append(Activity(
-            index=i, source=a["source"], case_id=str(a["case_id"]),
-            timestamp=str(a["timestamp"]), name=a.get("name"), activity=a.get("activity"),
-            resource=a.get("resource"), lifecycle=a.get("lifecycle"), where=a.get("where"),
-            attributes={str(k): str(v) for k, v in attrs.items()},
-            timestamp_format=a.get("timestamp_format"), title=a.get("label"),
-        ))
-    bounds = doc.get("timestamp_bounds") or {}
-    return Mapping(sources=sources, activities=acts,
-                   views={str(k): str(v) for k, v in views.items()},
-                   timezone=str(doc.get("timezone", "UTC")),
-                   min_timestamp=str(bounds.get("min", "1970-01-01")),
-                   max_timestamp=str(bounds.get("max", "2100-01-01")), origin=origin)
+    return sources, {str(k): str(v) for k, v in views.items()}

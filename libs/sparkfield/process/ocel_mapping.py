@@ -1,0 +1,227 @@
+"""The object-centric (OCEL 2.0) form of the extraction mapping.
+
+Besides ``sources``, ``views``, ``timezone`` and ``timestamp_bounds`` (as in the classic form)
+it has ``objects`` (object types: id, attributes, attribute values that change over time),
+``activities`` whose events relate to objects with a qualifier (event-to-object), and
+``object_relations`` (object-to-object). ``case_object_type`` optionally names the object type
+whose flattened log is also written as a classic event log. Every error names the object type,
+activity or relation and the field, before any data is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkfield.process.mapping import MappingError, Source, parse_sources
+
+
+@dataclass(frozen=True)
+class AttributeChange:
+    """Values of object attributes recorded at a time (OCEL 2.0 object attribute history)."""
+
+    source: str
+    id: str
+    timestamp: str
+    attributes: dict[str, str]
+    where: str | None = None
+    timestamp_format: str | None = None
+
+
+@dataclass(frozen=True)
+class ObjectType:
+    index: int
+    name: str
+    source: str
+    id: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    where: str | None = None
+    changes: tuple[AttributeChange, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"object type {self.name!r}"
+
+
+@dataclass(frozen=True)
+class EventObject:
+    """One event-to-object relation of an activity: the object's type, id and qualifier."""
+
+    type: str
+    id: str
+    qualifier: str = ""
+
+
+@dataclass(frozen=True)
+class OcelActivity:
+    index: int
+    source: str
+    timestamp: str
+    objects: tuple[EventObject, ...]
+    name: str | None = None
+    activity: str | None = None
+    where: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+    timestamp_format: str | None = None
+    title: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"activity {self.name or self.title or '#' + str(self.index + 1)!r}"
+
+
+@dataclass(frozen=True)
+class ObjectRelation:
+    index: int
+    source: str
+    from_type: str
+    from_id: str
+    to_type: str
+    to_id: str
+    qualifier: str = ""
+    where: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"object relation #{self.index + 1} ({self.from_type} -> {self.to_type})"
+
+
+@dataclass(frozen=True)
+class OcelMapping:
+    sources: dict[str, Source]
+    objects: dict[str, ObjectType]
+    activities: list[OcelActivity]
+    object_relations: list[ObjectRelation] = field(default_factory=list)
+    views: dict[str, str] = field(default_factory=dict)
+    timezone: str = "UTC"
+    min_timestamp: str = "1970-01-01"
+    max_timestamp: str = "2100-01-01"
+    case_object_type: str | None = None
+    origin: str = "<inline>"
+
+
+def _attrs(raw: Any, where: str) -> dict[str, str]:
+    raw = raw or {}
+    if isinstance(raw, list):
+        return {str(c): f"`{c}`" for c in raw}
+    if not isinstance(raw, dict):
+        raise MappingError(f"{where}: 'attributes' must be a list of columns or a mapping "
+                           "name -> expression")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _need(d: dict, keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if d.get(key) in (None, ""):
+            raise MappingError(f"{where}: missing {key!r}")
+
+
+def parse_ocel_mapping(doc: Any, base: Path | None = None,
+                       origin: str = "<inline>") -> OcelMapping:
+    if not isinstance(doc, dict):
+        raise MappingError(f"{origin}: expected a mapping with 'sources', 'objects' and "
+                           "'activities'")
+    sources, views = parse_sources(doc, base, origin)
+    tables = [*sources, *views]
+
+    def source_of(d: dict, where: str) -> str:
+        if d["source"] not in tables:
+            raise MappingError(f"{where}: unknown source {d['source']!r} "
+                               f"(sources: {', '.join(tables)})")
+        return str(d["source"])
+
+    raw_types = doc.get("objects")
+    if not isinstance(raw_types, dict) or not raw_types:
+        raise MappingError(f"{origin}: 'objects' must map object type names to their source "
+                           "and id")
+    types: dict[str, ObjectType] = {}
+    for i, (name, o) in enumerate(raw_types.items()):
+        where = f"{origin}: object type {name!r}"
+        if not isinstance(o, dict):
+            raise MappingError(f"{where}: must be a mapping")
+        _need(o, ("source", "id"), where)
+        changes = []
+        for j, c in enumerate(o.get("changes") or []):
+            cw = f"{where}: change #{j + 1}"
+            if not isinstance(c, dict):
+                raise MappingError(f"{cw}: must be a mapping")
+            _need(c, ("timestamp", "attributes"), cw)
+            changes.append(AttributeChange(
+                source=source_of({"source": c.get("source", o["source"])}, cw),
+                id=str(c.get("id", o["id"])), timestamp=str(c["timestamp"]),
+                attributes=_attrs(c["attributes"], cw), where=c.get("where"),
+                timestamp_format=c.get("timestamp_format")))
+        types[str(name)] = ObjectType(
+            index=i, name=str(name), source=source_of(o, where), id=str(o["id"]),
+            attributes=_attrs(o.get("attributes"), where), where=o.get("where"),
+            changes=tuple(changes))
+
+    def typed(t: Any, where: str) -> str:
+        if t not in types:
+            raise MappingError(f"{where}: unknown object type {t!r} "
+                               f"(types: {', '.join(types)})")
+        return str(t)
+
+    raw_acts = doc.get("activities") or []
+    if not isinstance(raw_acts, list) or not raw_acts:
+        raise MappingError(f"{origin}: 'activities' must list at least one activity")
+    acts = []
+    for i, a in enumerate(raw_acts):
+        where = f"{origin}: activity #{i + 1}"
+        if not isinstance(a, dict):
+            raise MappingError(f"{where}: must be a mapping")
+        if bool(a.get("name")) == bool(a.get("activity")):
+            raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
+                               "(expression)")
+        where = f"{where} ({a.get('name') or a.get('label') or a.get('activity')})"
+        if "case_id" in a:
+            raise MappingError(f"{where}: an object-centric mapping relates events to "
+                               "'objects', not to a 'case_id'")
+        _need(a, ("source", "timestamp"), where)
+        rels = a.get("objects")
+        if not isinstance(rels, list) or not rels:
+            raise MappingError(f"{where}: 'objects' must list the objects each event relates "
+                               "to ({type, id, qualifier})")
+        objs = []
+        for j, r in enumerate(rels):
+            rw = f"{where}: objects #{j + 1}"
+            if not isinstance(r, dict):
+                raise MappingError(f"{rw}: must be a mapping with type, id and qualifier")
+            _need(r, ("type", "id"), rw)
+            objs.append(EventObject(type=typed(r["type"], rw), id=str(r["id"]),
+                                    qualifier=str(r.get("qualifier") or "")))
+        acts.append(OcelActivity(
+            index=i, source=source_of(a, where), timestamp=str(a["timestamp"]),
+            objects=tuple(objs), name=a.get("name"), activity=a.get("activity"),
+            where=a.get("where"), attributes=_attrs(a.get("attributes"), where),
+            timestamp_format=a.get("timestamp_format"), title=a.get("label")))
+
+    o2o = []
+    for i, r in enumerate(doc.get("object_relations") or []):
+        where = f"{origin}: object relation #{i + 1}"
+        if not isinstance(r, dict):
+            raise MappingError(f"{where}: must be a mapping")
+        _need(r, ("source", "from", "to"), where)
+        ends = {}
+        for side in ("from", "to"):
+            end = r[side]
+            if not isinstance(end, dict):
+                raise MappingError(f"{where}: {side!r} must be {{type, id}}")
+            _need(end, ("type", "id"), f"{where}: {side}")
+            ends[side] = (typed(end["type"], f"{where}: {side}"), str(end["id"]))
+        o2o.append(ObjectRelation(
+            index=i, source=source_of(r, where), from_type=ends["from"][0],
+            from_id=ends["from"][1], to_type=ends["to"][0], to_id=ends["to"][1],
+            qualifier=str(r.get("qualifier") or ""), where=r.get("where")))
+
+    case_type = doc.get("case_object_type")
+    if case_type is not None:
+        typed(case_type, f"{origin}: case_object_type")
+    bounds = doc.get("timestamp_bounds") or {}
+    return OcelMapping(
+        sources=sources, objects=types, activities=acts, object_relations=o2o, views=views,
+        timezone=str(doc.get("timezone", "UTC")),
+        min_timestamp=str(bounds.get("min", "1970-01-01")),
+        max_timestamp=str(bounds.get("max", "2100-01-01")),
+        case_object_type=case_type, origin=origin)
