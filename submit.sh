@@ -2,8 +2,10 @@
 # Submit a Sparkfield job with the installed spark-submit.
 #   ./submit.sh --list                 jobs and what they do
 #   ./submit.sh JOB --help             the job's flags
-#   ./submit.sh JOB [--profile local|cluster|yarn|k8s] [--master URL] [--conf k=v]...
-#                   [--python-env ENV.tar.gz] [job flags...]
+#   ./submit.sh JOB [--profile local|cluster|yarn|k8s[,gpu]] [--master URL] [--conf k=v]...
+#                   [--python-env ENV.tar.gz] [spark-submit options] [--dry-run] [job flags...]
+# spark-submit's own options (--packages, --jars, --conf, --driver-memory, --executor-memory,
+# --files, --archives, --py-files, ...) go to spark-submit; --dry-run prints the command.
 # The library is shipped as a zip with --py-files, the conf files with --files; master and
 # Spark settings come from the conf profile (--master overrides it). A packed virtual
 # environment (`make pack-env`; or `submit.python_env` in the profile) goes with --archives and
@@ -24,7 +26,8 @@ list_jobs() {
 
 if [ $# -eq 0 ] || [ "$1" = "--list" ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   echo "usage: ./submit.sh JOB [--profile local|cluster|yarn|k8s] [--master URL] [--conf k=v]"
-  echo "                   [--python-env ENV.tar.gz] [flags]     (JOB --help for the job's flags)"
+  echo "                   [--python-env ENV.tar.gz] [spark-submit options: --packages, --jars,"
+  echo "                   --driver-memory, ...] [--dry-run] [flags]   (JOB --help: the job's flags)"
   echo "jobs:"
   list_jobs
   exit 0
@@ -39,6 +42,7 @@ if [ ! -f "$JOB_FILE" ]; then
 fi
 
 PROFILE=local; MASTER=""; PYENV=""; CONF_DIR="$ROOT/conf"; PASS=(); EXTRA=()
+USER_PYFILES=""; USER_FILES=""; USER_ARCHIVES=""; DRY_RUN=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) PYTHONPATH="$ROOT/libs${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$JOB_FILE" --help ;;
@@ -50,6 +54,25 @@ while [ $# -gt 0 ]; do
     --python-env=*) PYENV="${1#*=}"; shift ;;
     --conf-dir) CONF_DIR="$2"; PASS+=("$1" "$2"); shift 2 ;;
     --conf) EXTRA+=(--conf "$2"); shift 2 ;;   # one-off Spark setting, wins over the profile
+    # spark-submit's own options go to spark-submit (they win over the profile's)
+    --packages|--jars|--repositories|--exclude-packages|--driver-memory|--driver-cores|\
+    --driver-java-options|--driver-library-path|--driver-class-path|--executor-memory|\
+    --executor-cores|--num-executors|--total-executor-cores|--queue|--principal|--keytab|\
+    --properties-file|--name|--deploy-mode|--proxy-user)
+      [ $# -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
+      EXTRA+=("$1" "$2"); shift 2 ;;
+    --packages=*|--jars=*|--repositories=*|--exclude-packages=*|--driver-memory=*|\
+    --driver-cores=*|--driver-java-options=*|--driver-library-path=*|--driver-class-path=*|\
+    --executor-memory=*|--executor-cores=*|--num-executors=*|--total-executor-cores=*|\
+    --queue=*|--principal=*|--keytab=*|--properties-file=*|--name=*|--deploy-mode=*|\
+    --proxy-user=*|--conf=*)
+      EXTRA+=("${1%%=*}" "${1#*=}"); shift ;;
+    --verbose|--supervise) EXTRA+=("$1"); shift ;;
+    # lists merged with the ones submit.sh ships (library zip, conf files, packed environment)
+    --py-files) USER_PYFILES+=",$2"; shift 2 ;;
+    --files) USER_FILES+=",$2"; shift 2 ;;
+    --archives) USER_ARCHIVES+=",$2"; shift 2 ;;
+    --dry-run) DRY_RUN=1; shift ;;   # print the spark-submit command instead of running it
     *) PASS+=("$1"); shift ;;
   esac
 done
@@ -70,9 +93,21 @@ mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.subm
   --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"} \
   ${PYENV:+--python-env "$PYENV"} --driver-python "$PY")
 [ "${#SUBMIT_ARGS[@]}" -gt 0 ] || exit 2
+# the user's --files / --archives join the generated lists (spark-submit keeps only the last)
+for i in "${!SUBMIT_ARGS[@]}"; do
+  case "${SUBMIT_ARGS[$i]}" in
+    --files) SUBMIT_ARGS[i+1]+="$USER_FILES"; USER_FILES="" ;;
+    --archives) SUBMIT_ARGS[i+1]+="$USER_ARCHIVES"; USER_ARCHIVES="" ;;
+  esac
+done
+[ -z "$USER_FILES" ] || EXTRA+=(--files "${USER_FILES#,}")
+[ -z "$USER_ARCHIVES" ] || EXTRA+=(--archives "${USER_ARCHIVES#,}")
 
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PY}"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}"
 export SPARKFIELD_CONF_DIR="$CONF_DIR"
 export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf/spark}"
-exec "$SUBMIT" "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --py-files "$ZIP" "$JOB_FILE" "${PASS[@]}"
+CMD=("$SUBMIT" "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --py-files "$ZIP$USER_PYFILES"
+     "$JOB_FILE" ${PASS[@]+"${PASS[@]}"})
+if [ "$DRY_RUN" = 1 ]; then printf '%s\n' "${CMD[@]}"; exit 0; fi
+exec "${CMD[@]}"

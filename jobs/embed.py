@@ -1,5 +1,7 @@
-"""Sentence embeddings (all-MiniLM-L6-v2 by default, from a local folder) as a Spark stage on
-CPU or GPU, with nearest neighbours, topics and attention maps."""
+"""Sentence embeddings as a Spark stage on CPU or GPU.
+
+all-MiniLM-L6-v2 by default, from a local folder, with nearest neighbours, topics and attention
+maps. Every flag overrides one key of conf/jobs/embed.yaml (see the README parameter table)."""
 
 from __future__ import annotations
 
@@ -8,26 +10,11 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.nlp import EmbedResult, run
+from sparkfield.nlp.params import SCHEMA
 
 
 def parser() -> argparse.ArgumentParser:
-    p = cli.base_parser("embed", __doc__.splitlines()[0])
-    p.add_argument("--input", help="Parquet (e.g. bag_of_words sentences/) or CSV")
-    p.add_argument("--text-col")
-    p.add_argument("--id-col")
-    p.add_argument("--model", help="local model folder (default: the bundled MiniLM)")
-    p.add_argument("--engine", choices=["torch", "sparknlp"])
-    p.add_argument("--device", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--max-tokens", type=int)
-    return p
-
-
-def overrides(a: argparse.Namespace) -> dict:
-    return {"job": {"input": a.input, "text_col": a.text_col, "id_col": a.id_col,
-                    "output": a.output, "model": a.model, "engine": a.engine,
-                    "device": a.device, "batch_size": a.batch_size, "max_tokens": a.max_tokens,
-                    "sample": a.sample}}
+    return cli.base_parser("embed", cli.doc_summary(__doc__), SCHEMA)
 
 
 def describe(result: EmbedResult) -> str:
@@ -41,7 +28,7 @@ def describe(result: EmbedResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main("embed", parser(), overrides, run, describe, argv)
+    return cli.main("embed", parser(), None, run, describe, argv)
 
 
 if __name__ == "__main__":

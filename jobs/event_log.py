@@ -1,5 +1,7 @@
-"""Extract an event log from source tables (CSV, Parquet, JSON, JDBC) as a mapping file says,
-then its process-mining views, XES/CSV export and process map."""
+"""Extract an event log from source tables as a mapping file says.
+
+Sources are CSV, Parquet, JSON or JDBC tables; then come the log's process-mining views, the
+XES/CSV export and the process map. Every flag overrides one key of conf/jobs/event_log.yaml."""
 
 from __future__ import annotations
 
@@ -8,19 +10,11 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.process import ProcessResult, run_event_log
+from sparkfield.process.params import EVENT_LOG
 
 
 def parser() -> argparse.ArgumentParser:
-    p = cli.base_parser("event_log", __doc__.splitlines()[0])
-    p.add_argument("--mapping", help="mapping YAML (see conf/event_logs/)")
-    p.add_argument("--classifier", choices=["name", "name+lifecycle"])
-    p.add_argument("--top-k-arcs", type=int, help="arcs kept on the process map")
-    return p
-
-
-def overrides(a: argparse.Namespace) -> dict:
-    return {"job": {"mapping": a.mapping, "output": a.output, "sample": a.sample,
-                    "classifier": a.classifier, "top_k_arcs": a.top_k_arcs}}
+    return cli.base_parser("event_log", cli.doc_summary(__doc__), EVENT_LOG)
 
 
 def describe(result: ProcessResult) -> str:
@@ -37,7 +31,7 @@ def describe(result: ProcessResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main("event_log", parser(), overrides, run_event_log, describe, argv)
+    return cli.main("event_log", parser(), None, run_event_log, describe, argv)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""Process-mining views (directly-follows graph, variants, cases, process map) of an existing
-event log: XES (.xes, .xes.gz), CSV or Parquet."""
+"""Process-mining views of an existing event log.
+
+The directly-follows graph, variants, cases and the process map of an XES (.xes, .xes.gz), CSV
+or Parquet log. Every flag overrides one key of conf/jobs/process_mining.yaml."""
 
 from __future__ import annotations
 
@@ -8,24 +10,11 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.process import ProcessResult, run_process_mining
+from sparkfield.process.params import PROCESS_MINING
 
 
 def parser() -> argparse.ArgumentParser:
-    p = cli.base_parser("process_mining", __doc__.splitlines()[0])
-    p.add_argument("--log", help="event log: .xes, .xes.gz, .csv or a Parquet directory")
-    p.add_argument("--case-col")
-    p.add_argument("--activity-col")
-    p.add_argument("--timestamp-col")
-    p.add_argument("--classifier", choices=["name", "name+lifecycle"])
-    p.add_argument("--top-k-arcs", type=int, help="arcs kept on the process map")
-    return p
-
-
-def overrides(a: argparse.Namespace) -> dict:
-    return {"job": {"log": a.log, "output": a.output, "sample": a.sample,
-                    "classifier": a.classifier, "top_k_arcs": a.top_k_arcs,
-                    "columns": {"case": a.case_col, "activity": a.activity_col,
-                                "timestamp": a.timestamp_col}}}
+    return cli.base_parser("process_mining", cli.doc_summary(__doc__), PROCESS_MINING)
 
 
 def describe(result: ProcessResult) -> str:
@@ -38,7 +27,7 @@ def describe(result: ProcessResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main("process_mining", parser(), overrides, run_process_mining, describe, argv)
+    return cli.main("process_mining", parser(), None, run_process_mining, describe, argv)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ def _probe(tmp: Path, **env: str) -> dict:
     dest = tmp / "dag.json"
     full_env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "AIRFLOW_HOME": str(tmp / "af"),
                 "SPARKFIELD_HOME": str(ROOT), "PYTHONPATH": str(ROOT / "libs"),
-                "SPARKFIELD_DATA_ROOT": str(tmp / "data"), "SPARKFIELD_PROFILE": "cluster",
+                "SPARKFIELD_DATA": str(tmp / "data"), "SPARKFIELD_PROFILE": "cluster",
                 "AIRFLOW_CONN_SPARK_SPARKFIELD": MASTER, **env}
     res = subprocess.run([str(AIRFLOW_PY), str(ROOT / "tests" / "airflow_probe.py"), str(DAGS),
                           DATE, str(dest)], env=full_env, capture_output=True, text=True,

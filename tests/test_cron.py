@@ -36,7 +36,7 @@ def test_cron_entries_are_valid_and_call_real_jobs_with_known_flags():
         check = subprocess.run(["bash", "-n", "-c", shell], capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
         concrete = shell.replace("$(date -u -d yesterday +%F)", "2026-11-21").replace(
-            "$SPARKFIELD_DATA_ROOT", "/data").replace("$SPARKFIELD_HOME", "/opt/sparkfield")
+            "$SPARKFIELD_DATA", "/data").replace("$SPARKFIELD_HOME", "/opt/sparkfield")
         for segment in re.split(r"&&|\|\|", concrete):
             words = shlex.split(segment.split(">>")[0])
             if words[:1] != ["./submit.sh"]:

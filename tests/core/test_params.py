@@ -60,13 +60,26 @@ def test_none_override_unsets_a_value(repo_root: Path):
     assert kept.job["output"] == "out/coffee_shops"
 
 
-def test_profiles_stack_in_order(repo_root: Path):
-    cfg = load_config("embed", "cluster,gpu", repo_root / "conf")
+def test_profiles_stack_in_order(repo_root: Path, tmp_path: Path):
+    conf = repo_root / "conf"
+    cluster = yaml.safe_load((conf / "cluster.yaml").read_text())["spark"]
+    gpu = yaml.safe_load((conf / "gpu.yaml").read_text())["spark"]["conf"]
+    only_cluster = sorted(set(cluster["conf"]) - set(gpu))
+    assert only_cluster
+    cfg = load_config("embed", "cluster,gpu", conf)
     assert cfg.profile == "cluster,gpu"
-    assert cfg.spark.master.startswith("spark://")  # from cluster
-    assert cfg.spark.conf["spark.executor.resource.gpu.amount"] == "1"  # from gpu
-    assert cfg.spark.conf["spark.executor.memory"] == "4g"  # cluster, untouched by gpu
-    assert cfg.spark.conf["spark.executor.cores"] == "4"  # gpu wins over cluster's "2"
+    assert cfg.spark.master == cluster["master"]  # from cluster
+    for key in only_cluster:
+        assert cfg.spark.conf[key] == str(cluster["conf"][key]), key
+    for key in gpu:  # gpu, applied second, wins
+        assert cfg.spark.conf[key] == str(gpu[key]), key
+    # order: the later profile wins where both set a key
+    (tmp_path / "base.yaml").write_text("spark: {conf: {a: base, b: base, c: base}}\n")
+    (tmp_path / "one.yaml").write_text("spark: {conf: {a: one, b: one}}\n")
+    (tmp_path / "two.yaml").write_text("spark: {conf: {b: two}}\n")
+    stacked = load_config("x", "one, two", tmp_path).spark.conf
+    assert stacked == {"a": "one", "b": "two", "c": "base"}
+    assert load_config("x", "two,one", tmp_path).spark.conf["b"] == "one"
     with pytest.raises(ConfigError, match="unknown profile 'gpux'"):
         load_config("embed", "cluster,gpux", repo_root / "conf")
 
@@ -141,3 +154,65 @@ def test_mistyped_conf_dir_flag_exits_2(tmp_path, capsys):
     code = job_module("coffee_shops").main(["--conf-dir", str(tmp_path / "cnof")])
     assert code == 2
     assert "not found (--conf-dir)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("job,conf,message", [
+    ("coffee_shops", {"search": {"grid_stepm": 5}}, "'search.grid_stepm' (did you mean "
+                                                    "'search.grid_step_m'?)"),
+    ("bag_of_words", {"vocab_sise": 5}, "'vocab_sise' (did you mean 'vocab_size'?)"),
+    ("bag_of_words", {"fetch": {"delay": 5}}, "'fetch.delay' (did you mean 'fetch.delay_s'?)"),
+    ("embed", {"neighbors": {"methd": "lsh"}}, "(did you mean 'neighbors.method'?)"),
+    ("event_log", {"maping": "x.yaml"}, "'maping' (did you mean 'mapping'?)"),
+    ("process_mining", {"columns": {"cse": "id"}}, "(did you mean 'columns.case'?)"),
+])
+def test_unknown_keys_are_errors_in_every_job(job, conf, message):
+    with pytest.raises(ConfigError, match="unknown key") as err:
+        SCHEMAS[job].validate(conf)
+    assert message in str(err.value)
+
+
+def test_a_misspelt_choice_is_named_with_the_nearest_valid_one():
+    with pytest.raises(ConfigError, match=r"neighbors.method must be one of exact, lsh, got "
+                                          r"'lhs' \(did you mean 'lsh'\?\)"):
+        SCHEMAS["embed"].validate({"neighbors": {"method": "lhs"}})
+
+
+def test_dates_from_yaml_are_accepted_as_timestamps():
+    conf = yaml.safe_load("min_timestamp: 2001-01-01\n")
+    assert SCHEMAS["process_mining"].validate(conf)["min_timestamp"] == "2001-01-01"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--device", "tpu"], "device 'tpu' is not valid here"),
+    (["--device", "cuda"], "torch sees no CUDA device"),
+    (["--batch-size", "0"], "batch_size must be >= 1"),
+])
+def test_embed_environment_and_device_checked_before_spark(argv, message, capsys, monkeypatch,
+                                                           tmp_path):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code = job_module("embed").main(["--input", str(tmp_path / "in.parquet"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err
+
+
+def test_missing_model_folder_exits_2_naming_it(capsys, tmp_path):
+    code = job_module("embed").main(["--input", "x.parquet", "--model", str(tmp_path / "m")])
+    assert code == 2
+    assert f"model folder not found: {tmp_path / 'm'}" in capsys.readouterr().err
+
+
+def test_selector_with_extract_main_is_an_error(capsys):
+    code = job_module("bag_of_words").main(["--html-dir", "x", "--extract", "main",
+                                            "--selector", "div"])
+    assert code == 2
+    assert "--selector applies to --extract selector" in capsys.readouterr().err
+
+
+def test_selector_alone_implies_extract_selector(repo_root):
+    module = job_module("bag_of_words")
+    args = module.parser().parse_args(["--html-dir", "x", "--selector", "div"])
+    assert module.overrides(args)["job"] == {"source": {"html_dir": "x"}, "selector": "div",
+                                             "extract": "selector"}

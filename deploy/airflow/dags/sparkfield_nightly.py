@@ -15,7 +15,7 @@ Deployment (on the Airflow workers):
   ``AIRFLOW_CONN_SPARK_SPARKFIELD='spark://spark-master:7077'``, ``yarn``, or a
   ``k8s://https://...`` URL; the profile (``SPARKFIELD_PROFILE``, default cluster) gives
   everything else;
-- ``SPARKFIELD_DATA_ROOT`` where outputs live (HDFS/S3 on a cluster) and the inputs below.
+- ``SPARKFIELD_DATA`` where outputs live (HDFS/S3 on a cluster) and the inputs below.
 
 Job exit codes: 0 done, 1 internal failure, 2 bad input or flags, 3 too many rejects, 4 another
 run holds the output's lock. The operator fails the task on any non-zero code and Airflow
@@ -38,7 +38,7 @@ from sparkfield.core.submit import submit_spec
 
 PROJECT = Path(os.environ.get("SPARKFIELD_HOME", "/opt/sparkfield"))
 PROFILE = os.environ.get("SPARKFIELD_PROFILE", "cluster")
-DATA = os.environ.get("SPARKFIELD_DATA_ROOT", "/data/sparkfield").rstrip("/")
+DATA = os.environ.get("SPARKFIELD_DATA", "/data/sparkfield").rstrip("/")
 PYTHON_ENV = os.environ.get("SPARKFIELD_PYTHON_ENV") or None
 CONN_ID = "spark_sparkfield"
 LIBRARY_ZIP = PROJECT / "build" / "sparkfield.zip"

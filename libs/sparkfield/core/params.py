@@ -11,6 +11,7 @@ and every missing key gets its default. Every job checks the same way, so the sa
 from __future__ import annotations
 
 import argparse
+import datetime
 import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 
 from sparkfield.core.conf import ConfigError
 
-KINDS = ("str", "int", "float", "bool", "fraction", "list[float]", "list[str]",
+KINDS = ("str", "timestamp", "int", "float", "bool", "fraction", "list[float]", "list[str]",
          "dict[str,float]", "dict[str,str]", "dict[str,list[str]]")
 
 
@@ -98,6 +99,12 @@ def _coerce(kind: str, value: Any) -> Any:
     if kind == "str":
         if not isinstance(value, str):
             raise TypeError(f"expected text, got {value!r}")
+        return value
+    if kind == "timestamp":  # YAML reads an unquoted 2020-01-01 as a date
+        if isinstance(value, datetime.date):
+            return value.isoformat()
+        if not isinstance(value, str):
+            raise TypeError(f"expected a date or timestamp, got {value!r}")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
@@ -352,8 +359,9 @@ def _flag_help(p: Param) -> str:
 def _metavar(p: Param) -> str:
     if p.choices:
         return "{" + ",".join(p.choices) + "}"
-    return {"int": "N", "float": "X", "fraction": "FRACTION", "list[float]": "X,X,...",
-            "dict[str,float]": "NAME=X,..."}.get(p.kind, p.key.rsplit(".", 1)[-1].upper())
+    return {"int": "N", "float": "X", "timestamp": "YYYY-MM-DD", "fraction": "FRACTION",
+            "list[float]": "X,X,...", "dict[str,float]": "NAME=X,..."}.get(
+        p.kind, p.key.rsplit(".", 1)[-1].upper())
 
 
 def render_readme(text: str, schemas: Iterable[JobSchema]) -> str:

@@ -20,6 +20,7 @@ from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.embed import embed, worker_threads
 from sparkfield.nlp.model import check_model_dir, embedding_size
 from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
+from sparkfield.nlp.params import SCHEMA
 from sparkfield.nlp.topics import topics
 
 log = logging.getLogger("sparkfield.nlp")
@@ -47,7 +48,7 @@ class EmbedParams:
 
     @classmethod
     def from_config(cls, cfg: Config) -> EmbedParams:
-        j = cfg.job
+        j = SCHEMA.validate(cfg.job)  # unknown keys, types and ranges
         p = cls(input=j.get("input"), output=j.get("output"),
                 text_col=j.get("text_col", "sentence"), id_col=j.get("id_col"),
                 model=j.get("model"), engine=j.get("engine", "torch"),
@@ -125,7 +126,8 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
             if out is not None:
                 out.write_parquet("embeddings", emb)
             _stages(spark, p, emb, folder, report, out, result)
-        publish(spark, out, report, cfg.practices.skew_ratio_threshold)
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold,
+                cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
 

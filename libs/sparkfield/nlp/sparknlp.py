@@ -8,6 +8,8 @@ import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sparkfield.core.conf import ConfigError
+
 SPARK_NLP_VERSION = "7.0.0"  # the Spark NLP line that supports pyspark 4.1 (Scala 2.13)
 ANNOTATORS = {
     "bert": "BertSentenceEmbeddings",
@@ -16,8 +18,8 @@ ANNOTATORS = {
 }
 
 
-class EngineUnavailable(RuntimeError):
-    pass
+class EngineUnavailable(ConfigError):
+    """A missing piece of the environment: exit 2 with what to install or pass."""
 
 
 def coordinate(gpu: bool = False) -> str:

