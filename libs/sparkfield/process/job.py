@@ -28,6 +28,7 @@ from sparkfield.process.events import (
 from sparkfield.process.extract import extract
 from sparkfield.process.logs import LogColumns, read_log
 from sparkfield.process.mapping import load_mapping
+from sparkfield.process.params import SCHEMAS
 from sparkfield.process.schema import CASE, ORDER, SRC_ORDER
 from sparkfield.process.views import Views, case_sequences, compute_views
 
@@ -52,7 +53,8 @@ class ProcessParams:
 
     @classmethod
     def from_config(cls, cfg: Config) -> ProcessParams:
-        j = cfg.job
+        schema = SCHEMAS.get(cfg.job_name)
+        j = schema.validate(cfg.job) if schema else cfg.job  # unknown keys, types, ranges
         c = j.get("columns") or {}
         p = cls(
             output=j.get("output"), mapping=j.get("mapping"), log=j.get("log"),
@@ -196,7 +198,11 @@ def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, ev: DataFra
                                  small["end_activities"], p.top_k_arcs)
         out.write_text("process_map.dot", dot)
         if p.render_map:
-            out.write_text("process_map.svg", process_map.render_svg(dot))
+            try:
+                out.write_text("process_map.svg", process_map.render_svg(dot))
+            except process_map.RenderError as exc:  # optional: keep every other output
+                report.note(f"process_map.svg not written: {exc}")
+                log.warning("process_map.svg not written: %s", exc)
     with report.step("write_rejects"):
         out.write_parquet("rejects", rejects, partitions=1)
     report.outputs["dfg_arcs"] = len(small["dfg"])
