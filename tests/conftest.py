@@ -1,4 +1,9 @@
-"""One SparkSession for the whole test run, built through the library from the repo's conf."""
+"""One SparkSession for the whole test run, built through the library from the repo's conf,
+and the one fixture that finds the large data sets (``SPARKFIELD_DATA``).
+
+Nothing here touches the file system at import time. Without the data sets the tests that need
+them are skipped with one reason (``SPARKFIELD_DATA`` not found); ``SPARKFIELD_REQUIRE_DATA=1``
+(set by ``.ci/run``) turns those skips into failures."""
 
 from __future__ import annotations
 
@@ -11,10 +16,28 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+FIXTURES = ROOT / "tests" / "fixtures"
+REQUIRE_DATA = "SPARKFIELD_REQUIRE_DATA"
 WIKI_PAGES = ["Natural_language_processing.html", "Information_retrieval.html",
               "Text_mining.html", "Machine_translation.html", "Sentiment_analysis.html",
               "Linguistics.html"]
+
+
+def data_root() -> Path:
+    """Where the large data sets live: ``$SPARKFIELD_DATA``, else ``../shared/data``."""
+    return Path(os.environ.get("SPARKFIELD_DATA") or ROOT.parent / "shared" / "data")
+
+
+def _data_required() -> bool:
+    return os.environ.get(REQUIRE_DATA, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pytest_report_header(config) -> str:
+    root = data_root()
+    if root.is_dir():
+        return f"data sets: {root}"
+    mode = "failures" if _data_required() else "skipped"
+    return (f"data sets: SPARKFIELD_DATA not found ({root}); tests that need them are {mode}")
 
 
 def job_parser(job: str) -> argparse.ArgumentParser:
@@ -30,18 +53,44 @@ def repo_root() -> Path:
     return ROOT
 
 
+DATA_SKIP = "SPARKFIELD_DATA not found"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Every skip for missing data sets reported at one place, so ``-ra`` prints the reason
+    once (with the number of tests) instead of once per test module."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple) and DATA_SKIP in str(rep.longrepr[2]):
+        rep.longrepr = (__file__, None, rep.longrepr[2])
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """Real data sets beside the project; their absence is a failure, not a skip."""
-    assert SHARED.is_dir(), f"shared data not found at {SHARED}"
-    return SHARED
+    """The large real data sets. Missing: skipped with one reason, or a failure under
+    ``SPARKFIELD_REQUIRE_DATA=1``."""
+    root = data_root()
+    if not root.is_dir():
+        reason = (f"{DATA_SKIP} ({root}): set SPARKFIELD_DATA to the data sets "
+                  "folder to run the tests that need them")
+        if _data_required():
+            pytest.fail(f"{REQUIRE_DATA} is set and {reason}", pytrace=False)
+        pytest.skip(reason)
+    return root
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """The repo's own small, attributed samples (see tests/fixtures/ATTRIBUTION.md)."""
+    return FIXTURES
 
 
 @pytest.fixture(scope="session")
 def wiki_pages(tmp_path_factory) -> Path:
-    """Real Wikipedia pages from ../shared, unpacked once per test session."""
+    """Six real Wikipedia pages (tests/fixtures/wikipedia), unpacked once per test session."""
     out = tmp_path_factory.mktemp("wiki")
-    with tarfile.open(SHARED / "corpus" / "wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
+    with tarfile.open(FIXTURES / "wikipedia" / "six_pages.tar.xz", "r:*") as tar:
         for name in WIKI_PAGES:
             member = tar.getmember(f"wikipedia_uoi_2020/{name}")
             (out / name).write_bytes(tar.extractfile(member).read())

@@ -120,6 +120,7 @@ def test_a_missing_packed_environment_is_an_import_error(tmp_path):
     assert "make pack-env" in err
 
 
+@pytest.mark.slow
 def test_package_and_coffee_shops_tasks_run_as_rendered(dag, tmp_path):
     """The package task's command, then coffee_shops' spark-submit command with the connection
     pointed at a local master: the run writes the date's partition."""

@@ -38,6 +38,7 @@ def test_lock_is_exclusive_and_stale_locks_are_taken_over(tmp_path):
         assert lock.held
 
 
+@pytest.mark.slow
 def test_run_dates_replace_only_their_partition(tmp_path):
     out = tmp_path / "daily"
     assert _submit("--output", str(out), "--run-date", "2026-11-20").returncode == 0
@@ -53,6 +54,7 @@ def test_run_dates_replace_only_their_partition(tmp_path):
     assert other.stat().st_mtime_ns == stamp  # the other date is untouched
 
 
+@pytest.mark.slow
 def test_a_held_lock_exits_4_and_rejects_over_the_limit_exit_3(tmp_path):
     out = tmp_path / "o"
     lock = Path(str(out) + ".lock")

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["coffee_shops", "--grid-step-m", "10"]
 

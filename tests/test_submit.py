@@ -51,6 +51,7 @@ def test_missing_input_file_exits_2(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_local_submit_on_bundled_data(tmp_path):
     out = tmp_path / "out"
     res = _submit("coffee_shops", "--output", str(out), "--grid-step-m", "20", "--top", "5")

@@ -15,16 +15,17 @@ from sparkfield.core.conf import load_config
 from sparkfield.geo import run as run_coffee
 from sparkfield.process import run_process_mining
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.slow
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--hide-scrollbars", "--window-size=1200,900"]
 
 
 def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    assert CHROMIUM, "chromium is not installed: run scripts/system_deps.sh (make test does)"
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "chromium is not installed: run scripts/system_deps.sh (make test does)"
     profile = tmp / "profile"
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args],
+    return subprocess.run([chromium, *FLAGS, f"--user-data-dir={profile}", *args],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -42,11 +43,11 @@ def _dom(tmp: Path, page: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def outputs(spark, repo_root, shared_data, tmp_path_factory):
+def outputs(spark, repo_root, fixtures_dir, tmp_path_factory):
     base = tmp_path_factory.mktemp("visual")
     run_coffee(spark, load_config("coffee_shops", "local", repo_root / "conf", {"job": {
         "output": str(base / "coffee"), "search": {"grid_step_m": 25}}}))
-    log = shared_data / "process_mining/event_logs/pm4py/running-example.xes"
+    log = fixtures_dir / "process" / "running-example.xes"
     run_process_mining(spark, load_config("process_mining", "local", repo_root / "conf", {
         "job": {"log": str(log), "output": str(base / "pm")}}))
     return base

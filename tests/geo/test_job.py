@@ -1,4 +1,5 @@
-"""The coffee-shop job end to end through the library, on the real shared data."""
+"""The coffee-shop job end to end through the library, on the real 2016 data bundled with the
+package (crimes, the 22 stations, the 110 Vancouver Starbucks)."""
 
 import json
 from pathlib import Path
@@ -10,6 +11,14 @@ from scipy.spatial import cKDTree
 
 from sparkfield.core.conf import ConfigError, load_config
 from sparkfield.geo import maps, run
+from sparkfield.geo.inputs import bundled
+
+# conf/jobs/coffee_shops.yaml: police types and exclusion radius of each category
+CATS = {"theft": (["Theft from Vehicle", "Other Theft", "Theft of Vehicle", "Theft of Bicycle"],
+                  50.0),
+        "break_and_enter": (["Break and Enter Commercial", "Break and Enter Residential/Other"],
+                            100.0),
+        "mischief": (["Mischief"], 100.0)}
 
 
 def _cfg(repo_root: Path, job: dict):
@@ -17,18 +26,12 @@ def _cfg(repo_root: Path, job: dict):
 
 
 @pytest.fixture(scope="module")
-def full_run(spark, repo_root, shared_data, tmp_path_factory):
-    van = shared_data / "vancouver"
+def full_run(spark, repo_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("coffee") / "out"
-    cfg = _cfg(repo_root, {
-        "inputs": {"crimes": str(van / "vancouver_crime_2016.csv.gz"),
-                   "stations": str(van / "rapid-transit-stations.geojson"),
-                   "competitors": str(van / "starbucks_directory.csv.gz")},
-        "output": str(out),
-    })
-    return run(spark, cfg), out
+    return run(spark, _cfg(repo_root, {"output": str(out)})), out
 
 
+@pytest.mark.slow
 def test_outputs_are_complete(full_run):
     result, out = full_run
     names = sorted(p.name for p in out.iterdir())
@@ -48,17 +51,13 @@ def test_outputs_are_complete(full_run):
         'xmlns="http://www.w3.org/2000/svg"', "")
 
 
-def test_candidates_equal_a_kd_tree_oracle(spark, full_run, shared_data):
+@pytest.mark.slow
+def test_candidates_equal_a_kd_tree_oracle(spark, full_run):
     """Independent check of every passing point at 10 m, all eligible stations, 2016 crimes."""
     result, out = full_run
     cands = pd.read_parquet(out / "candidates").sort_values(["x", "y"]).reset_index(drop=True)
     assert len(cands) == result.candidate_count > 1000
-    crimes = pd.read_csv(shared_data / "vancouver" / "vancouver_crime_2016.csv.gz")
-    cats = {"theft": (["Theft from Vehicle", "Other Theft", "Theft of Vehicle",
-                       "Theft of Bicycle"], 50.0),
-            "break_and_enter": (["Break and Enter Commercial",
-                                 "Break and Enter Residential/Other"], 100.0),
-            "mischief": (["Mischief"], 100.0)}
+    crimes = pd.read_csv(bundled("vancouver_crime_2016.csv.gz"))
     st = result.stations[result.stations["eligible"]].reset_index(drop=True)
     xs = np.arange(np.floor((st.x.min() - 1000) / 10), np.ceil((st.x.max() + 1000) / 10) + 1) * 10
     ys = np.arange(np.floor((st.y.min() - 1000) / 10), np.ceil((st.y.max() + 1000) / 10) + 1) * 10
@@ -68,7 +67,7 @@ def test_candidates_equal_a_kd_tree_oracle(spark, full_run, shared_data):
     keep = d <= 1000
     pts, d, k = pts[keep], d[keep], k[keep]
     ok = np.ones(len(pts), dtype=bool)
-    for types, r in cats.values():
+    for types, r in CATS.values():
         c = crimes[crimes["TYPE"].isin(types)][["X", "Y"]].to_numpy()
         near = cKDTree(c).query_ball_point(pts, r, return_length=True)
         ok &= near == 0
@@ -80,6 +79,26 @@ def test_candidates_equal_a_kd_tree_oracle(spark, full_run, shared_data):
     assert result.in_search_count == int(keep.sum())
 
 
+@pytest.mark.slow
+def test_top_location_counts_equal_a_brute_force_count(full_run):
+    """Every ``*_count`` of top_locations.csv against all crime-location pairs in numpy."""
+    _, out = full_run
+    top = pd.read_csv(out / "top_locations.csv")
+    crimes = pd.read_csv(bundled("vancouver_crime_2016.csv.gz"))
+    radius = float(top["count_radius_m"].iloc[0])
+    assert radius == 250.0
+    total = 0
+    for cat, (types, _) in CATS.items():
+        c = crimes[crimes["TYPE"].isin(types) & (crimes["X"] > 0)][["X", "Y"]].to_numpy()
+        dx = top["x"].to_numpy()[:, None] - c[None, :, 0]
+        dy = top["y"].to_numpy()[:, None] - c[None, :, 1]
+        want = (dx * dx + dy * dy <= radius * radius).sum(axis=1)
+        np.testing.assert_array_equal(top[f"{cat}_count"].to_numpy(), want, err_msg=cat)
+        total += int(want.sum())
+    assert total > 0  # the comparison is not between two columns of zeros
+
+
+@pytest.mark.slow
 def test_run_report_accounts_for_every_row(full_run):
     result, out = full_run
     rep = json.loads((out / "run_report.json").read_text())
@@ -93,7 +112,7 @@ def test_run_report_accounts_for_every_row(full_run):
         "Vehicle Collision or Pedestrian Struck (with Fatality)": 15}
     rejects = pd.read_parquet(out / "rejects")
     assert len(rejects) == rep["total_rejects"]
-    assert rep["counts"]["competitors_outside_city_filter"] == 25600 - 110
+    assert rep["counts"]["competitors_outside_city_filter"] == 0  # the bundled file is the city
     assert {s["step"] for s in rep["steps"]} >= {"read_inputs", "search_search", "rank"}
     assert rep["skew"]["search.partition_cost_balanced"]["ratio"] <= \
         rep["skew"]["search.partition_cost_unbalanced"]["ratio"]
@@ -150,8 +169,10 @@ def test_refinement_searches_finer_around_the_best_coarse_cells(spark, repo_root
     counts = fine.report.counts
     assert counts["level0_step20m.candidates"] == coarse.candidate_count
     assert "level1_step5m.candidates" in counts
-    # the final level searched the 1 m lattice
-    assert (fine.top["x"] % 1 == 0).all() and len(fine.top) == 10
+    # the final level searched the 1 m lattice: whole metres, and not all on the 5 m lattice
+    xy = fine.top[["x", "y"]].to_numpy()
+    assert (xy % 1 == 0).all() and len(fine.top) == 10
+    assert (xy % 5 != 0).any(), xy
 
 
 def test_bad_parameters_are_reported_by_name(spark, repo_root):

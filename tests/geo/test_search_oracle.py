@@ -1,10 +1,11 @@
-"""The Spark search against the all-pairs brute force on a real extract of the 2016 crimes."""
+"""The Spark search against the all-pairs brute force on the real 2016 crimes bundled with the
+package (the same file as in the shared data set)."""
 
 import pandas as pd
 import pytest
 
 from sparkfield.core.report import RunReport
-from sparkfield.geo.inputs import StudyArea, read_crimes, read_stations
+from sparkfield.geo.inputs import StudyArea, bundled, read_crimes, read_stations
 from sparkfield.geo.search import evaluate_stations, search
 
 from .oracle import brute_force
@@ -18,12 +19,11 @@ AREA = StudyArea(480000, 5445000, 502000, 5466000)
 
 
 @pytest.fixture(scope="module")
-def real(spark, shared_data):
-    van = shared_data / "vancouver"
-    crimes = read_crimes(spark, str(van / "vancouver_crime_2016.csv.gz"), CATS, [
+def real(spark):
+    crimes = read_crimes(spark, bundled("vancouver_crime_2016.csv.gz"), CATS, [
         "Vehicle Collision or Pedestrian Struck (with Injury)",
         "Vehicle Collision or Pedestrian Struck (with Fatality)"], AREA).crimes.cache()
-    stations = read_stations(spark, str(van / "rapid_transit_stations.csv"), AREA).points
+    stations = read_stations(spark, bundled("rapid_transit_stations.csv"), AREA).points
     yield crimes, stations
     crimes.unpersist()
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,13 +22,10 @@ from sparkfield.nlp.sparknlp import EngineUnavailable, coordinate, require_spark
 from sparkfield.text.normalise import sentences
 from sparkfield.text.parse import page_text
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared/data/corpus"
-
 
 @pytest.fixture(scope="module")
-def real_sentences() -> list[str]:
-    with tarfile.open(CORPUS / "wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
-        html = tar.extractfile("wikipedia_uoi_2020/Natural_language_processing.html").read()
+def real_sentences(wiki_pages) -> list[str]:
+    html = (wiki_pages / "Natural_language_processing.html").read_bytes()
     _, text = page_text(html.decode("utf-8"))
     return sentences(text)[:60]
 

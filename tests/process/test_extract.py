@@ -116,8 +116,14 @@ def test_missing_credential_variable_is_named(spark, tmp_path, monkeypatch):
         extract(spark, parse_mapping(doc))
 
 
-def test_sampling_takes_whole_cases(spark, repo_root, tmp_path):
-    mapping = load_mapping(repo_root / "conf/event_logs/olist_orders.yaml")
+def test_sampling_takes_whole_cases(spark, repo_root, tmp_path, fixtures_dir):
+    # the Olist mapping as shipped, on the 400-order sample in tests/fixtures/olist
+    text = (repo_root / "conf/event_logs/olist_orders.yaml").read_text()
+    text = text.replace("${SPARKFIELD_DATA:-../../../shared/data}/process_mining/olist/"
+                        "sample_4000_orders", str(fixtures_dir / "olist"))
+    assert "${SPARKFIELD_DATA" not in text
+    (tmp_path / "olist.yaml").write_text(text)
+    mapping = load_mapping(tmp_path / "olist.yaml")
     full = extract(spark, mapping).rows
     part = extract(spark, mapping, fraction=0.2, seed=3).rows
     per_full = full.groupBy("case_id").count()

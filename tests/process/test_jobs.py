@@ -18,13 +18,16 @@ OUTPUTS = ["activities.csv", "cases.csv", "dfg.csv", "end_activities.csv", "even
 
 
 @pytest.fixture(scope="module")
-def olist(spark, repo_root, tmp_path_factory):
+def olist(spark, repo_root, shared_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("olist") / "out"
     cfg = load_config("event_log", "local", repo_root / "conf", {"job": {
         "mapping": str(repo_root / "conf/event_logs/olist_orders.yaml"), "output": str(out)}})
-    return run_event_log(spark, cfg), out
+    with pytest.MonkeyPatch.context() as mp:  # the mapping finds the data through this
+        mp.setenv("SPARKFIELD_DATA", str(shared_data))
+        return run_event_log(spark, cfg), out
 
 
+@pytest.mark.slow
 def test_olist_extraction_outputs(olist):
     res, out = olist
     assert sorted(p.name for p in out.iterdir()) == OUTPUTS
@@ -43,6 +46,7 @@ def test_olist_extraction_outputs(olist):
     assert svg.lstrip().startswith(("<?xml", "<svg")) and "Order placed" in svg
 
 
+@pytest.mark.slow
 def test_exports_load_in_pm4py_with_the_same_views(olist, tmp_path):
     res, out = olist
     dfg = pd.read_csv(out / "dfg.csv")
@@ -58,6 +62,7 @@ def test_exports_load_in_pm4py_with_the_same_views(olist, tmp_path):
     assert pm4py_oracle.figures(pm4py_oracle.load(path))["dfg"] == ours
 
 
+@pytest.mark.slow
 def test_classifier_with_lifecycle_matches_pm4py(spark, repo_root, shared_data):
     path = shared_data / "process_mining/event_logs/pm4py/bpic2013_closed.xes.gz"
     cfg = load_config("process_mining", "local", repo_root / "conf", {"job": {

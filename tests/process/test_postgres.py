@@ -20,9 +20,10 @@ import yaml
 from sparkfield.core.conf import load_config
 from sparkfield.process import run_event_log
 
+pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 JAR = "/usr/share/java/postgresql.jar"
-OLIST = ROOT.parent / "shared/data/process_mining/olist/sample_4000_orders"
+OLIST = "process_mining/olist/sample_4000_orders"  # under SPARKFIELD_DATA
 TABLES = {
     "orders": ("olist_orders_dataset.csv", """order_id TEXT PRIMARY KEY, customer_id TEXT,
         order_status TEXT, order_purchase_timestamp TIMESTAMP, order_approved_at TIMESTAMP,
@@ -53,8 +54,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def postgres():
+def postgres(shared_data):
     assert os.path.isfile(JAR), f"{JAR} missing: install libpostgresql-jdbc-java"
+    olist = shared_data / OLIST
     base = Path(tempfile.mkdtemp(prefix="sparkfield-pg-"))
     as_root = os.geteuid() == 0
     run_as: list[str] = []
@@ -80,10 +82,11 @@ def postgres():
                        check=True, capture_output=True)
         for table, (csv, cols) in TABLES.items():
             sql = (f"CREATE TABLE {table} ({cols});\n"
-                   f"\\copy {table} FROM '{OLIST / csv}' WITH (FORMAT csv, HEADER true)\n")
+                   f"\\copy {table} FROM '{olist / csv}' WITH (FORMAT csv, HEADER true)\n")
             subprocess.run([*psql, "-d", "shop"], input=sql, text=True, env=env, check=True,
                            capture_output=True)
-        yield {"url": f"jdbc:postgresql://127.0.0.1:{port}/shop", "env": env}
+        yield {"url": f"jdbc:postgresql://127.0.0.1:{port}/shop",
+               "env": {**env, "SPARKFIELD_DATA": str(shared_data)}}
     finally:
         subprocess.run([*run_as, _bin("pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
                        capture_output=True)
@@ -131,16 +134,24 @@ def test_jdbc_extraction_equals_csv_extraction(spark, repo_root, tmp_path, postg
     pd.testing.assert_frame_equal(pg, csv)
 
 
-def test_wrong_password_fails_with_the_server_message(spark, postgres, tmp_path, monkeypatch):
-    from sparkfield.process.extract import extract
-    from sparkfield.process.mapping import parse_mapping
-
-    monkeypatch.setenv("SF_PG_USER", "sparkfield")
-    monkeypatch.setenv("SF_PG_PW", "wrong")
+def test_wrong_password_fails_with_the_server_message(postgres, tmp_path):
+    """The driver jar is on the classpath (as in the extraction test), so the only way to fail
+    is the server refusing the password."""
     doc = {"sources": {"o": {"format": "jdbc", "url": postgres["url"], "table": "orders",
                              "user_env": "SF_PG_USER", "password_env": "SF_PG_PW"}},
            "activities": [{"name": "x", "source": "o", "case_id": "order_id",
                            "timestamp": "order_purchase_timestamp"}]}
-    # the test session has no driver jar: either way the failure is immediate and named
-    with pytest.raises(Exception, match="password authentication failed|org.postgresql.Driver"):
-        extract(spark, parse_mapping(doc))
+    mapping = tmp_path / "wrong_pw.yaml"
+    mapping.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    res = subprocess.run(
+        [str(ROOT / "submit.sh"), "event_log", "--mapping", str(mapping), "--output", str(out),
+         "--conf", f"spark.jars={JAR}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**postgres["env"], "SF_PG_USER": "sparkfield", "SF_PG_PW": "wrong",
+             "SPARKFIELD_PYTHON": sys.executable})
+    log = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert 'password authentication failed for user "sparkfield"' in log, log[-3000:]
+    assert "ClassNotFoundException" not in log and "No suitable driver" not in log
+    assert not out.exists()

@@ -1,12 +1,14 @@
 """Term counts, vocabulary and both vector builders on tiny inline data (null rows included),
 checked against plain Python counting and against Spark ML's CountVectorizerModel."""
 
+import math
 from collections import Counter
 
+import numpy as np
 import pytest
-from pyspark.ml.feature import IDF
 from pyspark.ml.linalg import SparseVector
 from pyspark.sql import types as T
+from sklearn.feature_extraction.text import TfidfTransformer
 
 from sparkfield.text.normalise import tokens
 from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, vocabulary
@@ -67,15 +69,28 @@ def test_term_vectors_equal_counting_by_hand_and_the_count_vectorizer(spark, doc
     assert via_ml == got
 
 
-def test_tfidf_weights_are_spark_mls_idf(spark, docs):
-    vocab = ["the", "zebra", "cat"]
+def test_tfidf_weights_equal_the_smoothed_idf_formula_and_scikit_learn(spark, docs):
+    """Independent of Spark ML: weight = count * ln((N + 1) / (df + 1)) over all N rows (null
+    and empty texts are documents without terms), by hand and through scikit-learn."""
+    vocab = ["the", "zebra", "cat", "café", "missing"]
     got = {r["doc_id"]: r["vector"].toArray().tolist()
            for r in term_vectors(term_counts(docs), vocab, "tfidf").collect()}
-    counts = term_vectors(term_counts(docs), vocab, "count")
-    model = IDF(inputCol="vector", outputCol="w").fit(counts)
-    want = {r["doc_id"]: r["w"].toArray().tolist() for r in model.transform(counts).collect()}
-    assert got == want
-    assert got["e"][1] > 0 and got["a"][0] > 0 and got["c"] == [0.0, 0.0, 0.0]
+    counts = _oracle()
+    n = len(counts)
+    df = {w: sum(1 for c in counts.values() if w in c) for w in vocab}
+    want = {d: [c[w] * math.log((n + 1) / (df[w] + 1)) for w in vocab]
+            for d, c in counts.items()}
+    assert got.keys() == want.keys()
+    for d in want:
+        np.testing.assert_allclose(got[d], want[d], rtol=1e-12, atol=0, err_msg=d)
+    # scikit-learn's smooth idf is ln((N + 1) / (df + 1)) + 1: the same weights plus the count
+    ids = sorted(counts)
+    tf = np.array([[counts[d][w] for w in vocab] for d in ids], dtype=float)
+    sk = TfidfTransformer(norm=None, smooth_idf=True, sublinear_tf=False).fit_transform(tf)
+    np.testing.assert_allclose(np.array([got[d] for d in ids]), sk.toarray() - tf,
+                               rtol=0, atol=1e-12)
+    assert got["e"][1] > 0 and got["a"][0] > 0 and got["c"] == [0.0] * len(vocab)
+    assert got["a"][0] != got["a"][2]  # "the" (3 documents) and "cat" (1) weigh differently
 
 
 def test_bad_mode_is_rejected(docs):

@@ -88,7 +88,6 @@ class Practices:
     sample_seed: int = 42
     storage_level: str = "MEMORY_AND_DISK_DESER"
     checkpoint_dir: str = "/tmp/sparkfield/checkpoints"
-    checkpoint_every: int = 3
     local_checkpoint: bool = False
     skew_ratio_threshold: float = 4.0
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from sparkfield.core.io import (
     CORRUPT_COL,
@@ -27,16 +26,6 @@ from sparkfield.core.io import (
 )
 from sparkfield.core.practices import sample
 from sparkfield.geo.crs import UTM10N
-
-POINTS_SCHEMA = T.StructType(
-    [
-        T.StructField("name", T.StringType(), False),
-        T.StructField("x", T.DoubleType(), False),
-        T.StructField("y", T.DoubleType(), False),
-        T.StructField("longitude", T.DoubleType(), False),
-        T.StructField("latitude", T.DoubleType(), False),
-    ]
-)
 
 
 @dataclass(frozen=True)
@@ -282,14 +271,6 @@ def read_competitors(
     out = _points_from_lonlat(frame, name_col, lon_col, lat_col, "competitors", area, "competitor")
     out.out_of_scope = out_of_scope
     return out
-
-
-def points_frame(spark: SparkSession, points: pd.DataFrame) -> DataFrame:
-    return spark.createDataFrame(
-        [tuple(r) for r in points[["name", "x", "y", "longitude", "latitude"]].itertuples(
-            index=False)],
-        POINTS_SCHEMA,
-    )
 
 
 def rejects_frame(spark: SparkSession, frame: pd.DataFrame) -> DataFrame:
