@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -49,96 +49,86 @@ def evaluate_stations(
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchPlan:
+    """Where to look: the lattice, the tiles near a station (or inside ``boxes``), and the
+    eligible stations in tie-break order."""
+
     lattice: Lattice
     tiles: list[tuple[int, int]]
-    partitions: int
-    in_search_estimate: int
+    sx: np.ndarray
+    sy: np.ndarray
+    radius_m: float
+    boxes: list[tuple[float, float, float, float]] | None
 
 
-def search(
-    spark: SparkSession,
-    crimes: DataFrame,
-    stations: pd.DataFrame,
-    radius_m: float,
-    exclude_m: dict[str, float],
-    step: float,
-    tile_cells: int,
-    partitions: int,
-    boxes: Sequence[tuple[float, float, float, float]] | None = None,
-    report: RunReport | None = None,
-    label: str = "search",
-    in_search: Accumulator[int] | None = None,
-) -> DataFrame:
-    """Every passing lattice point (x, y, station_id, distance_m) around ``stations``
-    (eligible ones, in tie-break order), computed tile by tile in Spark.
-
-    Crimes reach tiles through a bucketing join: each crime is copied to the tiles its
-    exclusion disk touches, and only tiles near a station exist. Tiles are weighed (lattice
-    points + crime rows) and packed onto partitions so the downtown tiles, where crime
-    concentrates, do not all land on one task.
-    """
+def plan_search(stations: pd.DataFrame, radius_m: float, step: float, tile_cells: int,
+                boxes: Sequence[tuple[float, float, float, float]] | None = None) -> SearchPlan:
     lattice = Lattice(step, tile_cells)
     sx = stations["x"].to_numpy(dtype=float)
     sy = stations["y"].to_numpy(dtype=float)
     tiles = plan_tiles(lattice, np.column_stack([sx, sy]), radius_m, boxes)
-    if not tiles:
-        return spark.createDataFrame([], CANDIDATE_SCHEMA)
-    max_r = max(exclude_m.values()) if exclude_m else 0.0
+    box_list = [tuple(map(float, b)) for b in boxes] if boxes is not None else None
+    return SearchPlan(lattice, tiles, sx, sy, float(radius_m), box_list)
+
+
+def bucket_crimes(spark: SparkSession, crimes: DataFrame, plan: SearchPlan,
+                  exclude_m: dict[str, float]) -> DataFrame:
+    """(ti, tj, x, y, r): each crime copied to every planned tile its exclusion disk touches
+    (one extra cell of margin each side); crimes of categories without a radius are dropped."""
+    step, tile_m = plan.lattice.step, plan.lattice.tile_m
     radius_of = F.create_map(
         *[v for c, r in exclude_m.items() for v in (F.lit(c), F.lit(float(r)))]
     )
-    tiles_df = spark.createDataFrame(tiles, "ti long, tj long")
     crimes_r = crimes.select("x", "y", radius_of[F.col("category")].alias("r")).where(
         F.col("r").isNotNull()
     )
-    tile_m = lattice.tile_m
-    # tiles whose points can be within r of the crime (one extra cell of margin each side)
     lo_x = F.floor((F.col("x") - F.col("r") - step) / tile_m)
     hi_x = F.floor((F.col("x") + F.col("r") + step) / tile_m)
     lo_y = F.floor((F.col("y") - F.col("r") - step) / tile_m)
     hi_y = F.floor((F.col("y") + F.col("r") + step) / tile_m)
-    bucketed = (
+    return (
         crimes_r.withColumn("ti", F.explode(F.sequence(lo_x, hi_x)))
         .withColumn("tj", F.explode(F.sequence(lo_y, hi_y)))
-        .join(F.broadcast(tiles_df), ["ti", "tj"])
+        .join(F.broadcast(_tiles_frame(spark, plan)), ["ti", "tj"])
     )
-    per_tile = {
-        (r["ti"], r["tj"]): r["n"]
-        for r in bucketed.groupBy("ti", "tj").agg(F.count(F.lit(1)).alias("n")).collect()
-    }
-    rows_per_disk = 2 * max_r / step + 1
-    cells = tile_cells * tile_cells
-    costs = [cells + per_tile.get(t, 0) * rows_per_disk for t in tiles]
-    parts = max(1, min(partitions, len(tiles)))
-    assignment = balance(costs, parts)
-    keys = partition_keys(spark, parts)
-    if report is not None:
-        # what a plain repartition by tile would give: Spark's own hash of the tile key
-        hashed = [0.0] * parts
-        hash_part = tiles_df.select(F.expr(f"pmod(hash(ti, tj), {parts})").alias("p")).collect()
-        for r, c in zip(hash_part, costs, strict=True):
-            hashed[r["p"]] += c
-        balanced = [0.0] * parts
-        for b, c in zip(assignment, costs, strict=True):
-            balanced[b] += c
-        report.skew[f"{label}.tile_cost"] = skew_stats(costs)
-        report.skew[f"{label}.partition_cost_unbalanced"] = skew_stats(hashed)
-        report.skew[f"{label}.partition_cost_balanced"] = skew_stats(balanced)
-        report.counts[f"{label}.tiles"] = len(tiles)
-        report.counts[f"{label}.crime_tile_rows"] = int(sum(per_tile.values()))
-    key_of_tile = spark.createDataFrame(
-        [(ti, tj, keys[b]) for (ti, tj), b in zip(tiles, assignment, strict=True)],
-        "ti long, tj long, pkey int",
-    )
-    markers = key_of_tile.select(
-        "pkey", "ti", "tj", *[F.lit(None).cast("double").alias(c) for c in ("x", "y", "r")]
-    )
-    work = bucketed.join(F.broadcast(key_of_tile), ["ti", "tj"]).select(
-        "pkey", "ti", "tj", "x", "y", "r"
-    )
-    box_list = [tuple(map(float, b)) for b in boxes] if boxes is not None else None
+
+
+def _tiles_frame(spark: SparkSession, plan: SearchPlan) -> DataFrame:
+    return spark.createDataFrame(plan.tiles, "ti long, tj long")
+
+
+def tile_costs(plan: SearchPlan, crime_rows: dict[tuple[int, int], int],
+               exclude_m: dict[str, float]) -> list[float]:
+    """Work per tile: its lattice points plus, per crime row, the lattice rows of its disk."""
+    max_r = max(exclude_m.values()) if exclude_m else 0.0
+    rows_per_disk = 2 * max_r / plan.lattice.step + 1
+    cells = plan.lattice.tile_cells * plan.lattice.tile_cells
+    return [cells + crime_rows.get(t, 0) * rows_per_disk for t in plan.tiles]
+
+
+def balance_stats(spark: SparkSession, plan: SearchPlan, costs: list[float],
+                  assignment: list[int], parts: int) -> dict[str, dict[str, float]]:
+    """Cost skew of the balanced assignment next to what a plain repartition by tile (Spark's
+    own hash of the tile key) would give."""
+    hashed = [0.0] * parts
+    hash_part = _tiles_frame(spark, plan).select(
+        F.expr(f"pmod(hash(ti, tj), {parts})").alias("p")).collect()
+    for r, c in zip(hash_part, costs, strict=True):
+        hashed[r["p"]] += c
+    balanced = [0.0] * parts
+    for b, c in zip(assignment, costs, strict=True):
+        balanced[b] += c
+    return {"tile_cost": skew_stats(costs), "partition_cost_unbalanced": skew_stats(hashed),
+            "partition_cost_balanced": skew_stats(balanced)}
+
+
+def tile_kernel(plan: SearchPlan, in_search: Accumulator[int] | None = None
+                ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The mapInPandas function: rows (pkey, ti, tj, x, y, r) of whole tiles in, passing
+    lattice points out. A tile with no crime arrives as its marker row (x, y, r null)."""
+    lattice, sx, sy, radius_m, box_list = (plan.lattice, plan.sx, plan.sy, plan.radius_m,
+                                           plan.boxes)
 
     def run_tiles(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         maybe_fail("geo.tiles")
@@ -163,11 +153,97 @@ def search(
                      "distance_m": res.distance}
                 )
 
-    return (
+    return run_tiles
+
+
+@dataclass
+class SearchStats:
+    """What one search level measured, for the run report."""
+
+    tiles: int = 0
+    crime_tile_rows: int = 0
+    skew: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_report(self, report: RunReport, label: str) -> None:
+        for name, stats in self.skew.items():
+            report.skew[f"{label}.{name}"] = stats
+        if self.tiles:
+            report.counts[f"{label}.tiles"] = self.tiles
+            report.counts[f"{label}.crime_tile_rows"] = self.crime_tile_rows
+
+
+def search_with_stats(
+    spark: SparkSession,
+    crimes: DataFrame,
+    stations: pd.DataFrame,
+    radius_m: float,
+    exclude_m: dict[str, float],
+    step: float,
+    tile_cells: int,
+    partitions: int,
+    boxes: Sequence[tuple[float, float, float, float]] | None = None,
+    in_search: Accumulator[int] | None = None,
+) -> tuple[DataFrame, SearchStats]:
+    """Every passing lattice point (x, y, station_id, distance_m) around ``stations``
+    (eligible ones, in tie-break order), computed tile by tile in Spark, and its stats.
+
+    Crimes reach tiles through a bucketing join: each crime is copied to the tiles its
+    exclusion disk touches, and only tiles near a station exist. Tiles are weighed (lattice
+    points + crime rows) and packed onto partitions so the downtown tiles, where crime
+    concentrates, do not all land on one task.
+    """
+    plan = plan_search(stations, radius_m, step, tile_cells, boxes)
+    if not plan.tiles:
+        return spark.createDataFrame([], CANDIDATE_SCHEMA), SearchStats()
+    bucketed = bucket_crimes(spark, crimes, plan, exclude_m)
+    crime_rows = {
+        (r["ti"], r["tj"]): r["n"]
+        for r in bucketed.groupBy("ti", "tj").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    costs = tile_costs(plan, crime_rows, exclude_m)
+    parts = max(1, min(partitions, len(plan.tiles)))
+    assignment = balance(costs, parts)
+    stats = SearchStats(tiles=len(plan.tiles), crime_tile_rows=int(sum(crime_rows.values())),
+                        skew=balance_stats(spark, plan, costs, assignment, parts))
+    keys = partition_keys(spark, parts)
+    key_of_tile = spark.createDataFrame(
+        [(ti, tj, keys[b]) for (ti, tj), b in zip(plan.tiles, assignment, strict=True)],
+        "ti long, tj long, pkey int",
+    )
+    markers = key_of_tile.select(
+        "pkey", "ti", "tj", *[F.lit(None).cast("double").alias(c) for c in ("x", "y", "r")]
+    )
+    work = bucketed.join(F.broadcast(key_of_tile), ["ti", "tj"]).select(
+        "pkey", "ti", "tj", "x", "y", "r"
+    )
+    found = (
         markers.unionByName(work)
         .repartition(parts, "pkey")
-        .mapInPandas(run_tiles, CANDIDATE_SCHEMA)
+        .mapInPandas(tile_kernel(plan, in_search), CANDIDATE_SCHEMA)
     )
+    return found, stats
+
+
+def search(
+    spark: SparkSession,
+    crimes: DataFrame,
+    stations: pd.DataFrame,
+    radius_m: float,
+    exclude_m: dict[str, float],
+    step: float,
+    tile_cells: int,
+    partitions: int,
+    boxes: Sequence[tuple[float, float, float, float]] | None = None,
+    report: RunReport | None = None,
+    label: str = "search",
+    in_search: Accumulator[int] | None = None,
+) -> DataFrame:
+    """:func:`search_with_stats`, its stats added to ``report`` under ``label``."""
+    found, stats = search_with_stats(spark, crimes, stations, radius_m, exclude_m, step,
+                                     tile_cells, partitions, boxes, in_search)
+    if report is not None:
+        stats.to_report(report, label)
+    return found
 
 
 def with_station_names(
