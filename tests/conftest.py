@@ -40,12 +40,17 @@ def pytest_report_header(config) -> str:
     return (f"data sets: SPARKFIELD_DATA not found ({root}); tests that need them are {mode}")
 
 
-def job_parser(job: str) -> argparse.ArgumentParser:
-    """The argument parser of ``jobs/<job>.py``, loaded from the file."""
+def job_module(job: str):
+    """``jobs/<job>.py``, loaded from the file."""
     spec = importlib.util.spec_from_file_location(f"job_{job}", ROOT / "jobs" / f"{job}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.parser()
+    return module
+
+
+def job_parser(job: str) -> argparse.ArgumentParser:
+    """The argument parser of ``jobs/<job>.py``."""
+    return job_module(job).parser()
 
 
 @pytest.fixture(scope="session")

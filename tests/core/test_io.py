@@ -9,8 +9,10 @@ from sparkfield.core.io import CORRUPT_COL, AtomicOutput, read_csv_strings, reje
 
 def test_atomic_output_replaces_only_on_success(spark, tmp_path):
     final = str(tmp_path / "out")
+    report = '{"job": "t"}'  # an earlier output is recognised by its run report
     with AtomicOutput(spark, final) as out:
         out.write_text("a.txt", "first")
+        out.write_text("run_report.json", report)
     assert (tmp_path / "out" / "a.txt").read_text() == "first"
     with pytest.raises(RuntimeError), AtomicOutput(spark, final) as out:
         out.write_text("a.txt", "second")
@@ -20,7 +22,8 @@ def test_atomic_output_replaces_only_on_success(spark, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # staging removed
     with AtomicOutput(spark, final) as out:
         out.write_text("b.txt", "third")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt"]
+        out.write_text("run_report.json", report)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt", "run_report.json"]
 
 
 def test_csv_rows_that_do_not_parse_are_kept_as_corrupt(spark, tmp_path):

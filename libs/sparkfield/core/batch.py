@@ -3,11 +3,13 @@ never write the same output at once."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 
 
@@ -27,6 +29,8 @@ def partition_path(output: str, run_date: str) -> str:
 def _alive(pid: int) -> bool:
     """Whether ``pid`` still runs. A killed process whose parent is gone can linger as a zombie
     until something reaps it (in containers, often nothing does): that counts as dead."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -40,9 +44,37 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def process_start(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, from /proc), or None where unknown: with
+    the pid it names one process, so a pid reused by an unrelated process is told apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _runs(holder: dict) -> bool:
+    """Whether the process a lock names still runs (same pid and, where recorded, the same
+    start time)."""
+    try:
+        pid = int(holder.get("pid", -1))
+    except (TypeError, ValueError):
+        return False
+    if not _alive(pid):
+        return False
+    started = holder.get("start")
+    return started is None or process_start(pid) in (None, str(started))
+
+
 class OutputLock:
-    """An exclusive lock file ``<output>.lock`` on the local filesystem (created with
-    O_EXCL). A lock left by a process that no longer runs on this host is taken over."""
+    """An exclusive lock file ``<output>.lock`` on the local filesystem.
+
+    The lock is written whole to a temporary file and then hard-linked into place (atomic and
+    exclusive), so an empty or unreadable lock file is never a live one. It records host, pid
+    and the process's start time; a lock whose process no longer runs on this host (or whose
+    pid now belongs to another process), or an empty or unreadable one, is taken over."""
 
     def __init__(self, output: str, job: str):
         self.path = Path(output.rstrip("/") + ".lock")
@@ -51,29 +83,70 @@ class OutputLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        info = {"job": self.job, "host": socket.gethostname(), "pid": os.getpid(),
-                "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self._holder()
-                if holder and holder.get("host") == info["host"] and not _alive(
-                        int(holder.get("pid", -1))):
-                    self.path.unlink(missing_ok=True)  # stale: its process is gone
-                    continue
-                raise LockHeld(f"{self.path} is held by {holder or 'another run'}") from None
-            with os.fdopen(fd, "w") as fh:
-                json.dump(info, fh)
-            self.held = True
+        pid = os.getpid()
+        info = {"job": self.job, "host": socket.gethostname(), "pid": pid,
+                "start": process_start(pid), "since": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        tmp = self.path.with_name(f"{self.path.name}.{pid}.{uuid.uuid4().hex[:8]}")
+        tmp.write_text(json.dumps(info))
+        try:
+            for _ in range(3):
+                try:
+                    os.link(tmp, self.path)
+                except FileExistsError:
+                    text, holder = self._read()
+                    if self._stale(holder, info["host"]):
+                        self._take_over(text)
+                        continue
+                    raise LockHeld(self._held_message(holder)) from None
+                self.held = True
+                return
+        finally:
+            tmp.unlink(missing_ok=True)
+        raise LockHeld(f"could not take the lock {self.path}; if no run of {self.job} is in "
+                       "progress, remove that file")
+
+    def _held_message(self, holder: dict | None) -> str:
+        who = (f"{holder.get('job')} (pid {holder.get('pid')} on {holder.get('host')}, "
+               f"since {holder.get('since')})") if holder else "another run"
+        return (f"the lock {self.path} is held by {who}; if that run no longer runs, "
+                "remove the lock file")
+
+    @staticmethod
+    def _stale(holder: dict | None, host: str) -> bool:
+        if holder is None:
+            return True  # empty or unreadable: never written by a live lock (see acquire)
+        return holder.get("host") == host and not _runs(holder)
+
+    def _take_over(self, seen: str | None) -> None:
+        """Move the stale lock aside and remove it, unless another run replaced it meanwhile
+        (then it is put back)."""
+        aside = self.path.with_name(f"{self.path.name}.stale-{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
             return
-        raise LockHeld(f"could not take {self.path}")
+        try:
+            now = aside.read_text()
+        except OSError:
+            now = None
+        if now != seen:
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, self.path)  # a fresh lock of another run: put it back
+        aside.unlink(missing_ok=True)
+
+    def _read(self) -> tuple[str | None, dict | None]:
+        try:
+            text = self.path.read_text()
+        except (OSError, UnicodeDecodeError):
+            return None, None
+        try:
+            holder = json.loads(text)
+        except ValueError:
+            return text, None
+        return text, holder if isinstance(holder, dict) else None
 
     def _holder(self) -> dict | None:
-        try:
-            return json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return None
+        return self._read()[1]
 
     def release(self) -> None:
         if self.held:
@@ -88,17 +161,80 @@ class OutputLock:
         self.release()
 
 
-def is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file:")
+def resolve_path(path: str, spark=None) -> tuple[str, str]:
+    """(scheme, path) as Hadoop resolves ``path``: a path without a scheme is taken against
+    ``fs.defaultFS`` (``hdfs:`` on a YARN cluster whose core-site.xml says so), not assumed
+    local. For ``file`` the second item is the local path, else the qualified URI.
+
+    Uses ``spark``'s Hadoop configuration when given; else, under spark-submit, the running
+    JVM with the submitted settings (no SparkContext is started); else (plain Python, no JVM)
+    ``fs.defaultFS`` from $HADOOP_CONF_DIR/core-site.xml, else local."""
+    jvm = hconf = None
+    if spark is not None:
+        jvm = spark.sparkContext._jvm
+        hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    elif "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()
+        jvm = SparkContext._jvm
+        hconf = jvm.org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(
+            SparkConf()._jconf)
+    if jvm is not None:
+        jpath = jvm.org.apache.hadoop.fs.Path(path)
+        fs = jpath.getFileSystem(hconf)
+        uri = fs.makeQualified(jpath).toUri()
+        scheme = str(uri.getScheme() or "file")
+        return scheme, str(uri.getPath()) if scheme == "file" else str(uri.toString())
+    if "://" in path or (path.startswith("file:") and not path.startswith("file:/")):
+        scheme = path.split(":", 1)[0]
+    elif path.startswith("file:"):
+        scheme = "file"
+    else:
+        scheme = _default_fs_scheme()
+    if scheme == "file":
+        local = path.removeprefix("file://") if path.startswith("file://") \
+            else path.removeprefix("file:")
+        return scheme, os.path.abspath(local)
+    return scheme, path
 
 
-def recover_output(output: str) -> list[str]:
+def _default_fs_scheme() -> str:
+    import re
+
+    conf_dir = os.environ.get("HADOOP_CONF_DIR")
+    if conf_dir:
+        try:
+            text = (Path(conf_dir) / "core-site.xml").read_text()
+        except OSError:
+            text = ""
+        m = re.search(r"<name>\s*fs\.defaultFS\s*</name>\s*<value>\s*([A-Za-z][\w+.-]*):",
+                      text)
+        if m:
+            return m.group(1).lower()
+    return "file"
+
+
+def is_local(path: str, spark=None) -> bool:
+    """Whether Hadoop resolves ``path`` to the local filesystem (see ``resolve_path``)."""
+    return resolve_path(path, spark)[0] == "file"
+
+
+def local_path(path: str, spark=None) -> str:
+    """The local filesystem path of ``path`` (which must be local: see ``is_local``)."""
+    scheme, resolved = resolve_path(path, spark)
+    if scheme != "file":
+        raise ValueError(f"{path} is not on the local filesystem ({scheme}:)")
+    return resolved
+
+
+def recover_output(output: str, spark=None) -> list[str]:
     """After a run was killed (call with the lock held): put back a previous output that was
     moved aside but not replaced, and delete half-written staging directories. Returns what
-    it did, for the log."""
+    it did, for the log. ``output`` may be a path or a ``file:`` URI."""
     import shutil
 
-    final = Path(output.rstrip("/"))
+    final = Path(local_path(output, spark).rstrip("/"))
     done = []
     parent = final.parent
     if not parent.is_dir():

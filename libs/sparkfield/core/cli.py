@@ -13,11 +13,13 @@ from sparkfield.core.batch import (
     LockHeld,
     OutputLock,
     is_local,
+    local_path,
     partition_path,
     recover_output,
 )
 from sparkfield.core.conf import Config, ConfigError, load_config
-from sparkfield.core.io import InputError
+from sparkfield.core.errors import check_master, route_stderr, spark_input_error
+from sparkfield.core.io import InputError, local_output_problem
 from sparkfield.core.params import JobSchema, key_values  # noqa: F401 (a flag type)
 
 EXIT_OK = 0
@@ -116,6 +118,7 @@ def main(
     """Parse flags, load conf, take the output lock, build the session, run, and map the
     outcome to exit codes: 0 ok, 1 internal failure, 2 bad input or flags, 3 more rejects than
     ``--max-reject-fraction`` allows (outputs written), 4 another run holds the lock."""
+    route_stderr()  # before logging binds sys.stderr
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -128,47 +131,77 @@ def main(
     except (ConfigError, InputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    lock = OutputLock(output, job) if output and is_local(output) else None
+    return run_job(job, cfg, output, limit, run, describe)
+
+
+def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
+            run: Callable[[Any, Config], Any], describe: Callable[[Any], str] | None) -> int:
+    """Check the output, take its lock, build the session, run, and map the outcome to an exit
+    code. Bad input (a message naming what to fix) is one ``error:`` line on stderr."""
+    log = logging.getLogger("sparkfield")
+    if limit is not None:
+        cfg.raw["job"]["max_reject_fraction"] = limit  # the run report's status uses it
+    if output and is_local(output):
+        problem = local_output_problem(output, job)
+        if problem:
+            return _fail(problem, EXIT_BAD_INPUT)
+    lock = OutputLock(local_path(output), job) if output and is_local(output) else None
     try:
         if lock is not None:
             lock.acquire()
             for line in recover_output(output):
-                logging.getLogger("sparkfield").warning("previous run was interrupted: %s",
-                                                        line)
+                log.warning("previous run was interrupted: %s", line)
     except LockHeld as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_LOCKED
-    from sparkfield.core.session import build_session
+        return _fail(str(exc), EXIT_LOCKED)
+    except OSError as exc:
+        return _fail(f"cannot take the lock beside --output {output}: {exc}", EXIT_BAD_INPUT)
+    from pyspark.sql import SparkSession
+
+    from sparkfield.core.session import build_session, end_session
 
     try:
-        spark = build_session(cfg)
+        try:
+            check_master(cfg)
+        except InputError as exc:
+            return _fail(str(exc), EXIT_BAD_INPUT)
+        joined = SparkSession.getActiveSession()  # a caller's session is not ours to stop
+        try:
+            spark = build_session(cfg)
+        except ConfigError as exc:
+            return _fail(str(exc), EXIT_BAD_INPUT)
         try:
             result = run(spark, cfg)
             if describe is not None:
                 print(describe(result))
             return _check_rejects(result, limit)
         except (InputError, ConfigError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        except Exception:
-            logging.getLogger("sparkfield").exception("job %s failed", job)
+            return _fail(str(exc), EXIT_BAD_INPUT)
+        except Exception as exc:
+            reason = spark_input_error(exc)
+            if reason:
+                return _fail(reason, EXIT_BAD_INPUT)
+            log.exception("job %s failed", job)
             return EXIT_INTERNAL
         finally:
-            spark.stop()
+            if joined is None:
+                end_session(spark)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return code
 
 
 def _check_rejects(result: Any, limit: float | None) -> int:
     report = getattr(result, "report", None)
     if limit is None or report is None:
         return EXIT_OK
-    rows = sum(v for v in report.inputs.values() if isinstance(v, int))
-    fraction = report.total_rejects / rows if rows else 0.0
+    rows, fraction = report.reject_fraction()
     if fraction > limit:
-        print(f"error: {report.total_rejects} of {rows} input rows rejected "
-              f"({fraction:.1%} > {limit:.1%}); outputs were written, see rejects/",
-              file=sys.stderr)
-        return EXIT_REJECTED
+        return _fail(f"{report.total_rejects} of {rows} input rows rejected "
+                     f"({fraction:.1%} > {limit:.1%}); outputs were written, see rejects/",
+                     EXIT_REJECTED)
     return EXIT_OK

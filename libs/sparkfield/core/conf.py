@@ -87,7 +87,7 @@ class SparkSettings:
 class Practices:
     sample_seed: int = 42
     storage_level: str = "MEMORY_AND_DISK_DESER"
-    checkpoint_dir: str = "/tmp/sparkfield/checkpoints"
+    checkpoint_dir: str | None = None  # None: beside the output (see practices.py)
     local_checkpoint: bool = False
     skew_ratio_threshold: float = 4.0
 

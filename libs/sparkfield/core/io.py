@@ -9,6 +9,8 @@ same code writes to local disk, HDFS or an object store.
 from __future__ import annotations
 
 import io
+import json
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,8 +55,8 @@ def require_path(spark: SparkSession, path: str, what: str) -> None:
         raise InputError(f"{what} not found: {path}")
 
 
-def read_text_file(spark: SparkSession, path: str) -> str:
-    """The whole content of a small file (conf, GeoJSON) from any Hadoop filesystem."""
+def read_bytes(spark: SparkSession, path: str) -> bytes:
+    """The whole content of a small file from any Hadoop filesystem, read on the driver."""
     fs, jpath = hadoop_fs(spark, path)
     stream = fs.open(jpath)
     try:
@@ -62,12 +64,24 @@ def read_text_file(spark: SparkSession, path: str) -> str:
         data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
     finally:
         stream.close()
-    raw = bytes(data)
+    return bytes(data)
+
+
+def read_text_file(spark: SparkSession, path: str) -> str:
+    """The whole content of a small file (conf, GeoJSON) from any Hadoop filesystem."""
+    raw = read_bytes(spark, path)
     if path.endswith(".gz"):
         import gzip
+        import zlib
 
-        raw = gzip.decompress(raw)
-    return raw.decode("utf-8")
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise InputError(f"{path}: truncated or corrupt gzip file ({exc})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def csv_header(spark: SparkSession, path: str, **options: str) -> list[str]:
@@ -118,16 +132,97 @@ def empty_rejects(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], REJECTS_SCHEMA)
 
 
+REPORT_FILE = "run_report.json"
+_PSEUDO_FS = ("/proc", "/sys", "/dev")
+
+
+def _is_job_report(text: str, job: str | None) -> bool:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "job" in doc and (job is None or doc["job"] == job)
+
+
+def _refusal(path: str, job: str | None) -> str:
+    who = f"a {job} output" if job else "a Sparkfield output"
+    return (f"--output {path} exists and is not {who} (no {REPORT_FILE} from an earlier "
+            "run): refusing to replace it; give an empty or new directory")
+
+
+def local_output_problem(path: str, job: str | None = None) -> str | None:
+    """Why ``path`` (a local output directory) must not be written, or None.
+
+    A missing or empty directory is fine, and so is a directory this job wrote before
+    (recognised by its run_report.json). Anything else (a file, someone's folder, an input,
+    the working directory, a path under a file or on /proc) is refused, untouched."""
+    target = os.path.abspath(path.removeprefix("file:"))
+    if target == "/" or any(target == p or target.startswith(p + "/") for p in _PSEUDO_FS):
+        return f"--output {path}: not a place for outputs"
+    cwd = os.getcwd()
+    if cwd == target or cwd.startswith(target.rstrip("/") + "/"):
+        return f"--output {path} is the working directory or one of its parents"
+    if os.path.isdir(target):
+        if not os.listdir(target):
+            return None
+        report = os.path.join(target, REPORT_FILE)
+        try:
+            with open(report, encoding="utf-8") as fh:
+                if _is_job_report(fh.read(), job):
+                    return None
+        except (OSError, UnicodeDecodeError):
+            pass
+        return _refusal(path, job)
+    if os.path.lexists(target):
+        return f"--output {path} is a file, not a directory: refusing to replace it"
+    parent = os.path.dirname(target)
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"--output {path}: {parent} is a file, not a directory"
+    if not os.access(parent, os.W_OK):
+        return f"--output {path}: {parent} is not writable"
+    return None
+
+
+def output_problem(spark: SparkSession, path: str, job: str | None = None) -> str | None:
+    """``local_output_problem`` for any Hadoop filesystem."""
+    fs, jpath = hadoop_fs(spark, path)
+    if fs.getUri().getScheme() == "file":
+        return local_output_problem(jpath.toUri().getPath(), job)
+    if not fs.exists(jpath):
+        return None
+    if not fs.getFileStatus(jpath).isDirectory():
+        return f"--output {path} is a file, not a directory: refusing to replace it"
+    if len(fs.listStatus(jpath)) == 0:
+        return None
+    report = jpath.suffix("/" + REPORT_FILE)
+    if fs.exists(report):
+        stream = fs.open(report)
+        try:
+            jvm = spark.sparkContext._jvm
+            raw = bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+        if _is_job_report(raw.decode("utf-8", "replace"), job):
+            return None
+    return _refusal(path, job)
+
+
 class AtomicOutput:
     """A job's output directory, written in a staging directory and swapped in on commit.
 
     Use as a context manager: the staging directory is committed when the block succeeds
-    and deleted when it raises.
+    and deleted when it raises. Only a missing or empty directory, or an earlier output of a
+    job (its run_report.json), is ever replaced: anything else raises InputError at once.
     """
 
-    def __init__(self, spark: SparkSession, final_path: str):
+    def __init__(self, spark: SparkSession, final_path: str, job: str | None = None):
         self.spark = spark
         self.final = final_path.rstrip("/")
+        problem = output_problem(spark, self.final, job)
+        if problem:
+            raise InputError(problem)
         token = uuid.uuid4().hex[:12]
         self.staging = f"{self.final}.__staging-{token}"
         self._old = f"{self.final}.__old-{token}"
@@ -218,14 +313,14 @@ class AtomicOutput:
 
 
 @contextmanager
-def optional_output(spark: SparkSession, final_path: str | None
+def optional_output(spark: SparkSession, final_path: str | None, job: str | None = None
                     ) -> Iterator[AtomicOutput | None]:
     """A job's output when it has one (None otherwise, e.g. from a notebook): deleted when the
     block raises; committing is the caller's last step (see ``stages.publish``)."""
     if not final_path:
         yield None
         return
-    out = AtomicOutput(spark, final_path)
+    out = AtomicOutput(spark, final_path, job)
     try:
         yield out
     except BaseException:

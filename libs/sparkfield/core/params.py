@@ -279,7 +279,9 @@ class JobSchema:
                 continue
             target: Any = parser
             if p.group:
-                target = groups.setdefault(p.group, parser.add_mutually_exclusive_group())
+                if p.group not in groups:
+                    groups[p.group] = parser.add_mutually_exclusive_group()
+                target = groups[p.group]
             kwargs: dict[str, Any] = {"dest": p.dest, "default": argparse.SUPPRESS,
                                       "help": _flag_help(p)}
             if p.kind == "bool":

@@ -42,15 +42,28 @@ def cached(
 ) -> Iterator[DataFrame]:
     """Persist ``df`` with an explicit level, prime it with a count, always unpersist on exit.
 
-    The count is recorded (it is usually needed anyway) and the block sees the persisted frame.
+    The count is recorded (it is usually needed anyway) and the block sees the persisted frame;
+    :func:`cached_rows` also hands the block the count.
     """
+    with cached_rows(df, name, level, report) as (persisted, _):
+        yield persisted
+
+
+@contextmanager
+def cached_rows(
+    df: DataFrame,
+    name: str = "df",
+    level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK_DESER,
+    report: RunReport | None = None,
+) -> Iterator[tuple[DataFrame, int]]:
+    """:func:`cached` that yields ``(persisted frame, its row count)``."""
     lvl = storage_level(level)
     persisted = df.persist(lvl)
     try:
         rows = persisted.count()
         if report is not None:
             report.cached.append({"name": name, "level": str(lvl), "rows": rows})
-        yield persisted
+        yield persisted, rows
     finally:
         persisted.unpersist(blocking=True)
 
@@ -189,3 +202,65 @@ def partition_keys(spark: SparkSession, partitions: int) -> list[int]:
     if len(keys) < partitions:
         raise RuntimeError("could not find a hash key for every partition")
     return [keys[p] for p in range(partitions)]
+
+
+CHECKPOINTS_SUFFIX = ".checkpoints"
+
+
+def _is_local_master(master: str) -> bool:
+    return master.startswith("local")
+
+
+def checkpoint_location(spark: SparkSession, configured: str | None,
+                        output: str | None) -> tuple[str | None, bool]:
+    """Where this run's reliable checkpoints go, and whether that place is the run's own (to
+    delete at the end, see ``release_checkpoints``).
+
+    Executors write checkpoints and read them back, so off a local master the directory must be
+    one every node shares. Default: beside the output (``<parent>/.<name>.checkpoints``, hidden
+    from Spark's partition discovery), else with a local master the driver's temp directory.
+    A driver-local directory (relative, or under the driver's temp directory) with a cluster
+    master is a ConfigError, raised before any work."""
+    import tempfile
+
+    from sparkfield.core.batch import resolve_path
+    from sparkfield.core.conf import ConfigError
+
+    master = spark.sparkContext.master
+    if configured:
+        if not _is_local_master(master):
+            scheme, where = resolve_path(configured, spark)
+            tmp = tempfile.gettempdir().rstrip("/") + "/"
+            if scheme == "file" and (where.rstrip("/") + "/").startswith(tmp):
+                raise ConfigError(
+                    f"practices.checkpoint_dir {configured} is on the driver's local disk "
+                    f"({where}), which the executors of {master} cannot share: set it to a "
+                    "path every node reaches (hdfs://, s3a://, a shared mount) or to null "
+                    "(beside the output)")
+        return configured, False
+    if output:
+        jvm = spark.sparkContext._jvm
+        jpath = jvm.org.apache.hadoop.fs.Path(output.rstrip("/"))
+        parent = jpath.getParent()
+        name = f".{jpath.getName()}{CHECKPOINTS_SUFFIX}"
+        return (str(parent.toString()) + "/" + name if parent is not None else name), True
+    if _is_local_master(master):
+        import os
+
+        return os.path.join(tempfile.gettempdir(), "sparkfield", "checkpoints"), False
+    return None, False
+
+
+def release_checkpoints(spark: SparkSession, own: str | None) -> None:
+    """Delete this application's checkpoint files; ``own`` (a directory made for this run
+    beside its output) goes too when nothing else is left in it."""
+    from sparkfield.core.io import hadoop_fs
+
+    current = spark.sparkContext._jsc.sc().getCheckpointDir()
+    if current.isDefined():
+        fs, jpath = hadoop_fs(spark, str(current.get()))
+        fs.delete(jpath, True)
+    if own:
+        fs, jpath = hadoop_fs(spark, own)
+        if fs.exists(jpath) and len(fs.listStatus(jpath)) == 0:
+            fs.delete(jpath, False)

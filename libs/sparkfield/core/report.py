@@ -51,6 +51,22 @@ class RunReport:
     def total_rejects(self) -> int:
         return sum(sum(v.values()) for v in self.rejects.values())
 
+    def reject_fraction(self) -> tuple[int, float]:
+        """(input rows, rejected rows / input rows)."""
+        rows = sum(v for v in self.inputs.values() if isinstance(v, int))
+        return rows, (self.total_rejects / rows if rows else 0.0)
+
+    def finish(self, max_reject_fraction: float | None = None) -> None:
+        """The final status: ``ok``, or ``too_many_rejects`` when the rejected fraction passes
+        the limit (the job then exits 3 with its outputs written)."""
+        self.status = "ok"
+        if max_reject_fraction is not None:
+            rows, fraction = self.reject_fraction()
+            if fraction > float(max_reject_fraction):
+                self.status = "too_many_rejects"
+                self.notes.append(f"{self.total_rejects} of {rows} input rows rejected "
+                                  f"({fraction:.1%} > {float(max_reject_fraction):.1%})")
+
     def note(self, text: str) -> None:
         self.notes.append(text)
         log.info(text)

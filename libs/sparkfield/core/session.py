@@ -7,7 +7,8 @@ import os
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from sparkfield.core.conf import Config
+from sparkfield.core.conf import Config, ConfigError
+from sparkfield.core.practices import checkpoint_location, release_checkpoints
 
 
 def build_session(cfg: Config, app_name: str | None = None) -> SparkSession:
@@ -25,10 +26,29 @@ def build_session(cfg: Config, app_name: str | None = None) -> SparkSession:
         if not submitted.contains(key):
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    checkpoint_dir = cfg.practices.checkpoint_dir
+    try:
+        checkpoint_dir, own = checkpoint_location(spark, cfg.practices.checkpoint_dir,
+                                                  cfg.job.get("output"))
+    except ConfigError:
+        spark.stop()
+        raise
     if checkpoint_dir:
         spark.sparkContext.setCheckpointDir(checkpoint_dir)
+        spark.conf.set(OWN_CHECKPOINTS, checkpoint_dir if own else "")
     return spark
+
+
+OWN_CHECKPOINTS = "sparkfield.checkpoints.own"
+
+
+def end_session(spark: SparkSession) -> None:
+    """Stop a session built by ``build_session``, deleting this run's checkpoint files first."""
+    try:
+        own = spark.conf.get(OWN_CHECKPOINTS, "") or None
+        release_checkpoints(spark, own)
+    except Exception:  # cleanup only: never hides the run's own outcome
+        pass
+    spark.stop()
 
 
 def _submitted_conf() -> SparkConf:

@@ -75,10 +75,12 @@ def add_stage_skew(spark: SparkSession, report, ratio: float = 4.0) -> None:
         log.warning("skew: %s", line)
 
 
-def publish(spark: SparkSession, out, report, skew_ratio: float) -> None:
-    """A job's last step: mark the run ok and, when it writes an output, add the stage view,
-    write run_report.json and swap the output into place."""
-    report.status = "ok"
+def publish(spark: SparkSession, out, report, skew_ratio: float,
+            max_reject_fraction: float | None = None) -> None:
+    """A job's last step: set the run's status (``ok``, or ``too_many_rejects`` past
+    ``max_reject_fraction``) and, when it writes an output, add the stage view, write
+    run_report.json and swap the output into place."""
+    report.finish(max_reject_fraction)
     if out is None:
         return
     add_stage_skew(spark, report, skew_ratio)

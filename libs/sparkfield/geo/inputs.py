@@ -222,20 +222,45 @@ def _small_csv(spark: SparkSession, path: str, **options: str) -> pd.DataFrame:
     return read_csv_strings(spark, path, **options).toPandas()
 
 
+def _geojson_stations(text: str, path: str, area: StudyArea) -> PointInput:
+    """Point features of a GeoJSON FeatureCollection; any other geometry is a reject."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        line = f"line {exc.lineno}: " if hasattr(exc, "lineno") else ""
+        raise InputError(f"{path}: not valid GeoJSON ({line}{getattr(exc, 'msg', exc)})") \
+            from None
+    features = doc.get("features") if isinstance(doc, dict) else None
+    if not isinstance(features, list):
+        raise InputError(f"{path}: not a GeoJSON FeatureCollection (no features list)")
+    rows, bad = [], []
+    for feat in features:
+        feat = feat if isinstance(feat, dict) else {}
+        props = feat.get("properties") or {}
+        geom = feat.get("geometry") or {}
+        coords = geom.get("coordinates") if isinstance(geom, dict) else None
+        kind = geom.get("type") if isinstance(geom, dict) else None
+        if kind != "Point" or not isinstance(coords, list) or len(coords) < 2 \
+                or any(isinstance(c, (list, dict)) for c in coords):
+            bad.append(("stations", f"not a Point geometry ({kind or 'none'})",
+                        json.dumps(feat, default=str)[:2000]))
+            continue
+        rows.append({"station": props.get("station") or props.get("name"),
+                     "longitude": coords[0], "latitude": coords[1]})
+    frame = pd.DataFrame(rows, columns=["station", "longitude", "latitude"])
+    out = _points_from_lonlat(frame, "station", "longitude", "latitude", "stations", area,
+                              "station")
+    if bad:
+        out.rejects = pd.concat([out.rejects, pd.DataFrame(bad, columns=out.rejects.columns)],
+                                ignore_index=True)
+    return out
+
+
 def read_stations(spark: SparkSession, path: str, area: StudyArea) -> PointInput:
     """Stations as CSV (``station,longitude,latitude``) or GeoJSON point features."""
     require_path(spark, path, "stations file")
     if path.endswith((".geojson", ".json")):
-        doc = json.loads(read_text_file(spark, path))
-        rows = []
-        for feat in doc.get("features", []):
-            props = feat.get("properties") or {}
-            coords = (feat.get("geometry") or {}).get("coordinates") or [None, None]
-            rows.append({"station": props.get("station") or props.get("name"),
-                         "longitude": coords[0], "latitude": coords[1]})
-        frame = pd.DataFrame(rows, columns=["station", "longitude", "latitude"])
-        return _points_from_lonlat(frame, "station", "longitude", "latitude", "stations", area,
-                                   "station")
+        return _geojson_stations(read_text_file(spark, path), path, area)
     frame = _small_csv(spark, path)
     cols = [c for c in frame.columns if c != CORRUPT_COL]
     name_col = _find(cols, "station", "name")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput, optional_output
+from sparkfield.core.io import AtomicOutput, InputError, optional_output
 from sparkfield.core.practices import Checkpointer, cached
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
@@ -64,6 +65,7 @@ class CoffeeShopParams:
     ignored_types: list[str] = field(default_factory=list)
     competitor_filter: dict[str, str] = field(default_factory=dict)
     study_area: dict[str, float] = field(default_factory=dict)
+    max_lattice_points: float = 1e8
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoffeeShopParams:
@@ -91,6 +93,7 @@ class CoffeeShopParams:
             ignored_types=job["ignored_types"],
             competitor_filter=job["competitor_filter"],
             study_area=job["study_area"],
+            max_lattice_points=float(s.get("max_lattice_points") or 1e8),
         )
         p.validate()
         return p
@@ -139,11 +142,15 @@ def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
     p = CoffeeShopParams.from_config(cfg)
     report = RunReport("coffee_shops", params=asdict(p))
     area = p.area
+    check_lattice_size(p, 1)  # one station: refused before anything is read
     with report.step("read_inputs"):
         crime_in = read_crimes(spark, p.crimes, p.categories, p.ignored_types, area,
                                p.sample, p.seed)
         stations_in = read_stations(spark, p.stations, area)
         competitors_in = read_competitors(spark, p.competitors, area, p.competitor_filter)
+    if stations_in.points.empty:
+        raise InputError(f"{p.stations}: no usable station ({_why_empty(stations_in)})")
+    check_lattice_size(p, len(stations_in.points))
     # the crime file is parsed once: counts, search, rejects and maps all read this cache
     with cached(crime_in.classified, "crime_rows", cfg.practices.storage_level, report):
         return _run(spark, cfg, p, report, crime_in, stations_in, competitors_in)
@@ -160,6 +167,8 @@ def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunRepor
         "competitors": len(competitors_in.points) + len(competitors_in.rejects),
     }
     report.counts["crimes_by_category"] = {k: v for k, v in outcomes.items() if ":" not in k}
+    if not report.counts["crimes_by_category"]:
+        raise InputError(f"{p.crimes}: no usable crime rows ({_why_no_crimes(outcomes)})")
     report.counts["crimes_ignored_by_type"] = {
         k.split(":", 1)[1]: v for k, v in outcomes.items() if k.startswith("ignored:")
     }
@@ -181,7 +190,7 @@ def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunRepor
 
     result = CoffeeShopResult(top=_empty_top(p), stations=stations, candidates=None,
                               rejects=rejects, report=report, output=p.output)
-    with optional_output(spark, p.output) as out:
+    with optional_output(spark, p.output, "coffee_shops") as out:
         if eligible.empty:
             report.note("no eligible station: every station has a competitor within "
                         f"{p.competitor_radius_m:g} m")
@@ -192,9 +201,50 @@ def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunRepor
                     result.extras["density"] = _density(crimes)
         if out is not None:
             _write(spark, result, competitors_in.points, out)
-        publish(spark, out, report, cfg.practices.skew_ratio_threshold)
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold,
+                cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
+
+
+def _why_empty(points: PointInput) -> str:
+    if points.rejects.empty:
+        return "the file has no rows"
+    reasons = points.rejects["reason"].value_counts().to_dict()
+    return "all rejected: " + ", ".join(f"{r}={n}" for r, n in reasons.items())
+
+
+def _why_no_crimes(outcomes: dict[str, int]) -> str:
+    if not outcomes:
+        return "the file has no rows"
+    return "none in the categories: " + ", ".join(
+        f"{k.split(':', 1)[-1] if k.startswith('reject:') else k}={v}"
+        for k, v in sorted(outcomes.items(), key=lambda kv: -kv[1])[:6])
+
+
+def lattice_estimate(p: CoffeeShopParams, stations: int) -> float:
+    """Lattice points the first search level visits at most: each station's disk, capped by
+    the study area. Refinement levels add ``refine_keep`` boxes of a few cells each."""
+    a = p.area
+    per_station = math.pi * p.search_radius_m ** 2 / p.grid_step_m ** 2
+    area_points = ((a.xmax - a.xmin) / p.grid_step_m + 1) * ((a.ymax - a.ymin) / p.grid_step_m + 1)
+    total = min(stations * per_station, area_points)
+    prev = p.grid_step_m
+    for step in p.refine:
+        total = max(total, p.refine_keep * (2 * prev / step + 1) ** 2)
+        prev = step
+    return total
+
+
+def check_lattice_size(p: CoffeeShopParams, stations: int) -> None:
+    """Refuse a search too large to finish (exit 2) before any Spark work."""
+    n = lattice_estimate(p, stations)
+    if n > p.max_lattice_points:
+        raise ConfigError(
+            f"the search lattice would have about {n:.2g} points ({stations} station(s), "
+            f"{p.search_radius_m:g} m radius, {p.grid_step_m:g} m step), over the limit of "
+            f"{p.max_lattice_points:.2g}: use a larger --grid-step-m (or --refine), or raise "
+            "search.max_lattice_points in conf/jobs/coffee_shops.yaml")
 
 
 def _empty_top(p: CoffeeShopParams) -> pd.DataFrame:

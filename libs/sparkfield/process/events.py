@@ -48,12 +48,18 @@ def sample_cases(df: DataFrame, fraction: float | None, seed: int) -> DataFrame:
     return df.where(bucket < int(fraction * 1_000_000))
 
 
-def classify(df: DataFrame, min_ts: str, max_ts: str, dedupe: bool = True) -> DataFrame:
+def classify(df: DataFrame, min_ts: str | None, max_ts: str | None,
+             dedupe: bool = True) -> DataFrame:
     """Adds ``reject_reason`` (null for a good event). Input columns: the event columns plus
-    ``timestamp_raw`` (what the source said) and optionally ``_corrupt_record``."""
+    ``timestamp_raw`` (what the source said) and optionally ``_corrupt_record``. A bound that
+    is None rejects nothing on that side."""
     blank_case = F.col(CASE).isNull() | (F.trim(F.col(CASE)) == "")
     blank_raw = F.col(RAW_TS).isNull() | (F.trim(F.col(RAW_TS).cast("string")) == "")
-    lo, hi = F.lit(min_ts).cast("timestamp"), F.lit(max_ts).cast("timestamp")
+    out_of_range = F.lit(False)
+    if min_ts:
+        out_of_range = out_of_range | (F.col(TIMESTAMP) < F.lit(min_ts).cast("timestamp"))
+    if max_ts:
+        out_of_range = out_of_range | (F.col(TIMESTAMP) > F.lit(max_ts).cast("timestamp"))
     reason = F.when(blank_case, "null case id")
     if "_corrupt_record" in df.columns:
         reason = F.when(F.col("_corrupt_record").isNotNull(), "malformed row").when(
@@ -62,7 +68,7 @@ def classify(df: DataFrame, min_ts: str, max_ts: str, dedupe: bool = True) -> Da
         reason.when(F.col(ACTIVITY).isNull() | (F.trim(F.col(ACTIVITY)) == ""), "null activity")
         .when(blank_raw, "null timestamp")
         .when(F.col(TIMESTAMP).isNull(), "unparseable timestamp")
-        .when((F.col(TIMESTAMP) < lo) | (F.col(TIMESTAMP) > hi), "timestamp out of range")
+        .when(out_of_range, "timestamp out of range")
     )
     out = df.withColumn(REASON, reason)
     if not dedupe:
@@ -74,6 +80,28 @@ def classify(df: DataFrame, min_ts: str, max_ts: str, dedupe: bool = True) -> Da
     w = Window.partitionBy(F.col(REASON).isNull(), *key).orderBy(SRC_ORDER, ROW_ORDER)
     dup = F.col(REASON).isNull() & (F.row_number().over(w) > 1)
     return out.withColumn(REASON, F.when(dup, "duplicate event").otherwise(F.col(REASON)))
+
+
+def suspicious_timestamps(events: DataFrame, before: str, after: str,
+                          examples: int = 5) -> dict:
+    """Events dated before ``before`` or after ``after`` (kept, but likely mistyped): how
+    many, their range, how many cases, and a few examples (case, activity, timestamp)."""
+    lo, hi = F.lit(before).cast("timestamp"), F.lit(after).cast("timestamp")
+    odd = events.where((F.col(TIMESTAMP) < lo) | (F.col(TIMESTAMP) > hi))
+    row = odd.agg(F.count(F.lit(1)).alias("n"), F.min(TIMESTAMP).alias("lo"),
+                  F.max(TIMESTAMP).alias("hi"), F.countDistinct(CASE).alias("cases")).first()
+    if not row or not row["n"]:
+        return {"events": 0}
+    fmt = "yyyy-MM-dd'T'HH:mm:ssXXX"
+    sample = odd.orderBy(TIMESTAMP, CASE).limit(examples).select(
+        CASE, ACTIVITY, F.date_format(TIMESTAMP, fmt).alias(TIMESTAMP)).collect()
+    return {
+        "events": int(row["n"]), "cases": int(row["cases"]),
+        "first": row["lo"].isoformat(), "last": row["hi"].isoformat(),
+        "outside": [before, after],
+        "examples": [{CASE: r[CASE], ACTIVITY: r[ACTIVITY], TIMESTAMP: r[TIMESTAMP]}
+                     for r in sample],
+    }
 
 
 def good_events(classified: DataFrame) -> DataFrame:

@@ -11,7 +11,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import CORRUPT_COL, read_csv_strings, require_path
+from sparkfield.core.io import CORRUPT_COL, InputError, read_csv_strings, require_path
 from sparkfield.process.events import RAW_TS, parse_timestamp, sample_cases
 from sparkfield.process.mapping import Activity, Mapping, MappingError, Source
 from sparkfield.process.schema import (
@@ -79,7 +79,38 @@ def _read_jdbc(spark: SparkSession, src: Source) -> DataFrame:
                   .option("numPartitions", src.num_partitions or 4))
     for k, v in src.options.items():
         reader = reader.option(k, v)
-    return reader.load()
+    try:
+        return reader.load()  # connects: reads the table's schema
+    except Exception as exc:
+        raise InputError(jdbc_problem(src, driver, exc)) from None
+
+
+def jdbc_problem(src: Source, driver: str | None, exc: BaseException) -> str:
+    """One line naming the source and what is wrong: no driver, no server, refused login."""
+    text = str(exc)
+    where = f"source {src.name!r} ({src.url})"
+    if "ClassNotFoundException" in text or "No suitable driver" in text:
+        return (f"{where}: JDBC driver {driver or '(none named)'} not found; pass its jar, "
+                "e.g. --conf spark.jars=/usr/share/java/postgresql.jar")
+    for line in text.splitlines():
+        line = line.strip().removeprefix(": ")
+        if any(k in line for k in ("authentication failed", "Access denied", "Login failed",
+                                   "password", "ORA-01017")):
+            return f"{where}: the server refused the login: {_tail(line)}"
+        if any(k in line for k in ("Connection refused", "UnknownHost", "timed out",
+                                   "Connection to ", "No route to host",
+                                   "Communications link failure")):
+            return f"{where}: cannot connect: {_tail(line)}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return f"{where}: JDBC read failed: {_tail(first)}"
+
+
+def _tail(line: str) -> str:
+    """The message without Java class-name prefixes."""
+    parts = [p.strip() for p in line.split(": ")]
+    while len(parts) > 1 and "." in parts[0] and " " not in parts[0]:
+        parts = parts[1:]
+    return ": ".join(parts)[:300]
 
 
 def _expr(df: DataFrame, text: str, act: Activity, field: str) -> Column:
@@ -95,6 +126,17 @@ def _expr(df: DataFrame, text: str, act: Activity, field: str) -> Column:
         raise MappingError(f"activity {act.label!r}: where expression {text!r} gives "
                            f"{dtype.simpleString()}, not a boolean")
     return F.expr(text)
+
+
+def _check_format(spark: SparkSession, act: Activity) -> None:
+    """An invalid datetime pattern fails only when rows are parsed: try it on one value now."""
+    try:
+        spark.range(1).select(F.try_to_timestamp(F.lit("2020-01-01"),
+                                                 F.lit(act.timestamp_format))).collect()
+    except Exception as exc:
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+        raise MappingError(f"activity {act.label!r}: invalid timestamp_format "
+                           f"{act.timestamp_format!r}: {_tail(first)[:200]}") from None
 
 
 @dataclass
@@ -123,6 +165,8 @@ def extract(
             df = df.where(_expr(df, act.where, act, "where"))
         case = _expr(df, act.case_id, act, "case_id").cast("string")
         ts_col = _expr(df, act.timestamp, act, "timestamp")
+        if act.timestamp_format:
+            _check_format(spark, act)
         ts_type = df.select(ts_col.alias("t")).schema["t"].dataType
         name = F.lit(act.name) if act.name else _expr(df, act.activity, act, "activity")
         resource = _expr(df, act.resource, act, "resource").cast("string") if act.resource \

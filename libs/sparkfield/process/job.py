@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
@@ -12,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput, optional_output
+from sparkfield.core.io import AtomicOutput, InputError, optional_output
 from sparkfield.core.practices import cached
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
@@ -23,13 +24,14 @@ from sparkfield.process.events import (
     event_rejects,
     good_events,
     sample_cases,
+    suspicious_timestamps,
     with_classifier,
 )
 from sparkfield.process.extract import extract
 from sparkfield.process.logs import LogColumns, read_log
 from sparkfield.process.mapping import load_mapping
 from sparkfield.process.params import SCHEMAS
-from sparkfield.process.schema import CASE, ORDER, SRC_ORDER
+from sparkfield.process.schema import ACTIVITY, CASE, ORDER, SRC_ORDER, TIMESTAMP
 from sparkfield.process.views import Views, case_sequences, compute_views
 
 log = logging.getLogger("sparkfield.process")
@@ -47,8 +49,10 @@ class ProcessParams:
     seed: int = 42
     dedupe: bool | None = None
     top_k_arcs: int | None = 30
-    min_timestamp: str = "1970-01-01"
-    max_timestamp: str = "2100-01-01"
+    min_timestamp: str | None = None  # bounds reject events; none by default (a log is kept)
+    max_timestamp: str | None = None
+    suspect_before: str = "1970-01-01"  # events outside these are reported, not dropped
+    suspect_after: str | None = None  # None: the time of the run
     render_map: bool = True
 
     @classmethod
@@ -62,15 +66,36 @@ class ProcessParams:
             timezone=j.get("timezone", "UTC"), classifier=j.get("classifier", "name"),
             sample=j.get("sample"), seed=cfg.practices.sample_seed, dedupe=j.get("dedupe"),
             top_k_arcs=j.get("top_k_arcs", 30),
-            min_timestamp=str(j.get("min_timestamp", "1970-01-01")),
-            max_timestamp=str(j.get("max_timestamp", "2100-01-01")),
+            min_timestamp=_text(j.get("min_timestamp")),
+            max_timestamp=_text(j.get("max_timestamp")),
+            suspect_before=str(j.get("suspect_before") or "1970-01-01"),
+            suspect_after=_text(j.get("suspect_after")),
             render_map=bool(j.get("render_map", True)),
         )
         if p.classifier not in ("name", "name+lifecycle"):
             raise ConfigError(f"classifier must be name or name+lifecycle, got {p.classifier!r}")
         if p.sample is not None and not 0 < float(p.sample) <= 1:
             raise ConfigError("sample must be in (0, 1]")
+        for key in ("min_timestamp", "max_timestamp", "suspect_before", "suspect_after"):
+            value = getattr(p, key)
+            if value is not None and not _is_timestamp(value):
+                raise ConfigError(f"{key} must be a date or timestamp (YYYY-MM-DD...), "
+                                  f"got {value!r}")
         return p
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or str(value).strip() == "" else str(value)
+
+
+def _is_timestamp(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
 
 
 @dataclass
@@ -100,7 +125,8 @@ def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
     source = F.element_at(F.create_map(*[x for i, lab in labels.items()
                                          for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
     return _finish(spark, p, classified, source, report, labels,
-                   cfg.practices.skew_ratio_threshold)
+                   cfg.practices.skew_ratio_threshold, cfg.job.get("max_reject_fraction"),
+                   p.mapping)
 
 
 def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
@@ -113,7 +139,8 @@ def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
     classified = classify(raw, p.min_timestamp, p.max_timestamp,
                           dedupe=False if p.dedupe is None else p.dedupe)
     return _finish(spark, p, classified, F.lit("log"), report, {0: "log"},
-                   cfg.practices.skew_ratio_threshold)
+                   cfg.practices.skew_ratio_threshold, cfg.job.get("max_reject_fraction"),
+                   p.log)
 
 
 def _params(p: ProcessParams) -> dict[str, Any]:
@@ -123,17 +150,20 @@ def _params(p: ProcessParams) -> dict[str, Any]:
 
 
 def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source,
-            report: RunReport, labels: dict[int, str], skew_ratio: float) -> ProcessResult:
-    with optional_output(spark, p.output) as out:
+            report: RunReport, labels: dict[int, str], skew_ratio: float,
+            max_reject_fraction: float | None, input_name: str | None) -> ProcessResult:
+    with optional_output(spark, p.output, report.job) as out:
         with cached(classified, "classified_rows", report=report) as rows:
             with report.step("validate"):
                 counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
             _account(report, counts, labels)
+            _require_events(report, input_name)
             events = with_classifier(good_events(rows), p.classifier)
             with cached(events, "events", report=report) as ev, \
                     cached(case_sequences(ev), "case_sequences", report=report) as seqs:
                 n_events = report.cached[-2]["rows"]
                 n_cases = report.cached[-1]["rows"]
+                _report_suspicious(report, ev, p)
                 with report.step("views"):
                     views = compute_views(ev, seqs, n_cases)
                     small = {
@@ -151,10 +181,40 @@ def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source
                 if out is not None:
                     _write(spark, p, out, ev, views, small, event_rejects(rows, source),
                            report)
-        publish(spark, out, report, skew_ratio)
+        publish(spark, out, report, skew_ratio, max_reject_fraction)
     log.info(report.summary())
     return result
 
+
+def _require_events(report: RunReport, input_name: str | None) -> None:
+    """No usable event at all is bad input (exit 2), not an empty result."""
+    good = sum(s["events"] for s in report.counts["by_source"].values())
+    if good:
+        return
+    total = report.inputs.get("rows", 0)
+    reasons: dict[str, int] = {}
+    for by_reason in report.rejects.values():
+        for reason, n in by_reason.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    why = ", ".join(f"{r}={n}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    detail = f"all {total} rows rejected: {why}" if total else "no rows"
+    raise InputError(f"{input_name or 'input'}: no usable events ({detail})")
+
+
+def _report_suspicious(report: RunReport, events: DataFrame, p: ProcessParams) -> None:
+    """Events with implausible dates are kept (as pm4py and Disco keep them) and reported."""
+    after = p.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    with report.step("suspicious_timestamps"):
+        odd = suspicious_timestamps(events, p.suspect_before, after)
+    report.counts["suspicious_timestamps"] = odd
+    if odd["events"]:
+        examples = "; ".join(f"case {e[CASE]} {e[ACTIVITY]} at {e[TIMESTAMP]}"
+                             for e in odd["examples"][:3])
+        text = (f"{odd['events']} event(s) in {odd['cases']} case(s) dated outside "
+                f"{p.suspect_before} .. {after} (from {odd['first']} to {odd['last']}), kept: "
+                f"{examples}. Set min_timestamp/max_timestamp to reject them")
+        report.notes.append(text)
+        log.warning(text)
 
 def _account(report: RunReport, counts: list, labels: dict[int, str]) -> None:
     per_source: dict[str, dict[str, int]] = {}

@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.errors import spark_input_error
 from sparkfield.core.io import CORRUPT_COL, InputError, read_csv_strings, require_path
 from sparkfield.process.events import RAW_TS, parse_timestamp
 from sparkfield.process.schema import (
@@ -43,6 +44,16 @@ def log_format(path: str) -> str:
     raise InputError(f"cannot tell the log format of {path} (.xes, .xes.gz, .csv, parquet)")
 
 
+def _read_parquet_log(spark: SparkSession, path: str) -> DataFrame:
+    """A Parquet log, or a clear InputError when the path holds no readable Parquet."""
+    try:
+        return spark.read.parquet(path)
+    except Exception as exc:  # AnalysisException (no schema) or a footer Spark cannot read
+        reason = spark_input_error(exc) or str(exc).strip().splitlines()[0][:300]
+        raise InputError(f"--log {path}: not a Parquet event log (give .xes, .xes.gz, .csv "
+                         f"or a Parquet directory): {reason}") from None
+
+
 def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "UTC") -> DataFrame:
     """Raw rows with the event columns, ``timestamp_raw`` and file order in ``row_order``."""
     fmt = log_format(path)
@@ -57,7 +68,7 @@ def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "
         df = read_csv_strings(spark, path)
     else:
         require_path(spark, path, "log")
-        df = spark.read.parquet(path)
+        df = _read_parquet_log(spark, path)
     df = df.withColumn("__row", F.monotonically_increasing_id())
     missing = [c for c in (cols.case, cols.activity, cols.timestamp) if c not in df.columns]
     if missing:

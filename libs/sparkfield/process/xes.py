@@ -9,6 +9,7 @@ import gzip
 import os
 import tempfile
 import uuid
+import zlib
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -126,6 +127,9 @@ def iter_xes(path: str, chunk: int = 50_000) -> Iterator[pd.DataFrame]:
                     trace_start = len(rows)
         except etree.XMLSyntaxError as exc:
             raise XesError(f"{path}: line {exc.lineno}: malformed XML: {exc.msg}") from None
+        except (EOFError, OSError, zlib.error) as exc:
+            raise XesError(f"{path}: truncated or corrupt gzip file after {order} events "
+                           f"({exc})") from None
     if len(rows) > trace_start:
         raise XesError(f"{path}: events after the last complete <trace>")
     if rows:

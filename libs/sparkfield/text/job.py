@@ -193,7 +193,8 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
                         sentence_batches, SENT_SCHEMA)
                 with cached(sents, "sentences", report=report) as sentences:
                     result = _vectorise(spark, p, pages, docs, sentences, report, out)
-        publish(spark, out, report, cfg.practices.skew_ratio_threshold)
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold,
+                cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
 
