@@ -1,6 +1,7 @@
 """The coffee-shop job end to end through the library, on the real 2016 data bundled with the
 package (crimes, the 22 stations, the 110 Vancouver Starbucks)."""
 
+import io
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from scipy.spatial import cKDTree
 
 from sparkfield.core.conf import ConfigError, load_config
 from sparkfield.geo import maps, run
-from sparkfield.geo.inputs import bundled
+from sparkfield.geo.inputs import bundled, bundled_text
 
 # conf/jobs/coffee_shops.yaml: police types and exclusion radius of each category
 CATS = {"theft": (["Theft from Vehicle", "Other Theft", "Theft of Vehicle", "Theft of Bicycle"],
@@ -57,7 +58,7 @@ def test_candidates_equal_a_kd_tree_oracle(spark, full_run):
     result, out = full_run
     cands = pd.read_parquet(out / "candidates").sort_values(["x", "y"]).reset_index(drop=True)
     assert len(cands) == result.candidate_count > 1000
-    crimes = pd.read_csv(bundled("vancouver_crime_2016.csv.gz"))
+    crimes = pd.read_csv(io.StringIO(bundled_text(bundled("vancouver_crime_2016.csv.gz"))))
     st = result.stations[result.stations["eligible"]].reset_index(drop=True)
     xs = np.arange(np.floor((st.x.min() - 1000) / 10), np.ceil((st.x.max() + 1000) / 10) + 1) * 10
     ys = np.arange(np.floor((st.y.min() - 1000) / 10), np.ceil((st.y.max() + 1000) / 10) + 1) * 10
@@ -84,7 +85,7 @@ def test_top_location_counts_equal_a_brute_force_count(full_run):
     """Every ``*_count`` of top_locations.csv against all crime-location pairs in numpy."""
     _, out = full_run
     top = pd.read_csv(out / "top_locations.csv")
-    crimes = pd.read_csv(bundled("vancouver_crime_2016.csv.gz"))
+    crimes = pd.read_csv(io.StringIO(bundled_text(bundled("vancouver_crime_2016.csv.gz"))))
     radius = float(top["count_radius_m"].iloc[0])
     assert radius == 250.0
     total = 0

@@ -3,17 +3,16 @@ type outside the categories, or a competitor outside the city) or rejected with 
 
 from __future__ import annotations
 
+import gzip
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import reduce
 from importlib import resources
-from pathlib import Path
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.io import (
     CORRUPT_COL,
@@ -42,22 +41,70 @@ class StudyArea:
         return self.xmin <= x <= self.xmax and self.ymin <= y <= self.ymax
 
 
-def bundled(name: str) -> str:
-    """Path of a data file shipped inside the package (the embedded Vancouver demo).
+BUNDLED = "bundled:"
 
-    When the package runs from a zip (spark-submit --py-files) the file is copied out once to
-    the temp directory, so Spark can read it; on a multi-node cluster pass shared paths instead.
-    """
-    res = resources.files("sparkfield") / "resources" / "vancouver" / name
-    if isinstance(res, Path):
-        return str(res)
-    target = Path(tempfile.gettempdir()) / "sparkfield-resources" / "vancouver" / name
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(target.suffix + f".{os.getpid()}")
-        tmp.write_bytes(res.read_bytes())
-        tmp.replace(target)
-    return str(target)
+
+def bundled(name: str) -> str:
+    """The name of a data file shipped inside the package (the embedded Vancouver demo), as
+    ``bundled:vancouver/<name>``: readers take it wherever they take a path.
+
+    Bundled files are read on the driver (from the package, zipped or not) and handed to Spark
+    as data, never as a path: executors on other machines cannot see the driver's files."""
+    return f"{BUNDLED}vancouver/{name}"
+
+
+def is_bundled(path: str) -> bool:
+    return path.startswith(BUNDLED)
+
+
+def bundled_text(path: str) -> str:
+    """The content of a ``bundled:`` file (gunzipped when it ends in .gz)."""
+    rel = path[len(BUNDLED):]
+    res = resources.files("sparkfield") / "resources"
+    for part in rel.split("/"):
+        res = res / part
+    if not res.is_file():
+        raise InputError(f"no bundled file {rel}")
+    raw = res.read_bytes()
+    if rel.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    return raw.decode("utf-8", errors="replace")
+
+
+def _records(text: str) -> list[str]:
+    """CSV text split into records: a line continues the record while its quotes are open."""
+    out: list[str] = []
+    pending: list[str] = []
+    for line in text.splitlines():
+        pending.append(line)
+        if "\n".join(pending).count('"') % 2 == 0:
+            out.append("\n".join(pending))
+            pending = []
+    if pending:
+        out.append("\n".join(pending))
+    return out
+
+
+def _csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
+    """``read_csv_strings`` for a path or a ``bundled:`` file. A bundled file becomes one
+    partition of records parsed by Spark's CSV reader exactly as the file would be."""
+    if not is_bundled(path):
+        return read_csv_strings(spark, path, **options)
+    options = {k: v for k, v in options.items() if k != "multiLine"}  # one record per element
+    lines = spark.sparkContext.parallelize(_records(bundled_text(path)), 1)
+    cols = spark.read.options(header="true", inferSchema="false", **options).csv(lines).columns
+    if not cols:
+        raise InputError(f"{path}: empty file or no header")
+    schema = T.StructType([T.StructField(c, T.StringType(), True) for c in cols]
+                          + [T.StructField(CORRUPT_COL, T.StringType(), True)])
+    return spark.read.options(header="true", mode="PERMISSIVE",
+                              columnNameOfCorruptRecord=CORRUPT_COL, **options
+                              ).schema(schema).csv(lines)
+
+
+def _require(spark: SparkSession, path: str, what: str) -> None:
+    if not is_bundled(path):
+        require_path(spark, path, what)
 
 
 def _find(columns: list[str], *names: str) -> str | None:
@@ -106,7 +153,7 @@ def read_crimes(
     """Police open-data CSV (``TYPE,...,X,Y``) or the same with ``Latitude``/``Longitude``
     (or ``LAT``/``LON``). X/Y (EPSG:26910) are used when both are numeric and non-zero,
     otherwise latitude/longitude are projected."""
-    raw = sample(read_csv_strings(spark, path), fraction, seed)
+    raw = sample(_csv_strings(spark, path), fraction, seed)
     cols = [c for c in raw.columns if c != CORRUPT_COL]
     type_col = _find(cols, "TYPE", "type", "offence", "crime_type")
     if type_col is None:
@@ -219,7 +266,7 @@ def _is_blank(v: object) -> bool:
 
 
 def _small_csv(spark: SparkSession, path: str, **options: str) -> pd.DataFrame:
-    return read_csv_strings(spark, path, **options).toPandas()
+    return _csv_strings(spark, path, **options).toPandas()
 
 
 def _geojson_stations(text: str, path: str, area: StudyArea) -> PointInput:
@@ -258,9 +305,10 @@ def _geojson_stations(text: str, path: str, area: StudyArea) -> PointInput:
 
 def read_stations(spark: SparkSession, path: str, area: StudyArea) -> PointInput:
     """Stations as CSV (``station,longitude,latitude``) or GeoJSON point features."""
-    require_path(spark, path, "stations file")
+    _require(spark, path, "stations file")
     if path.endswith((".geojson", ".json")):
-        return _geojson_stations(read_text_file(spark, path), path, area)
+        return _geojson_stations(bundled_text(path) if is_bundled(path)
+                                 else read_text_file(spark, path), path, area)
     frame = _small_csv(spark, path)
     cols = [c for c in frame.columns if c != CORRUPT_COL]
     name_col = _find(cols, "station", "name")
@@ -274,7 +322,7 @@ def read_competitors(
     spark: SparkSession, path: str, area: StudyArea, city_filter: dict[str, str]
 ) -> PointInput:
     """The Starbucks ``directory.csv`` schema (filtered to the city) or a plain lon/lat CSV."""
-    require_path(spark, path, "competitors file")
+    _require(spark, path, "competitors file")
     frame = _small_csv(spark, path, multiLine="true", escape='"')
     cols = [c for c in frame.columns if c != CORRUPT_COL]
     lon_col, lat_col = _find(cols, "Longitude", "lon", "long"), _find(cols, "Latitude", "lat")

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, optional_output
-from sparkfield.core.practices import Checkpointer, cached
+from sparkfield.core.practices import Checkpointer, cached, cached_rows
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
 from sparkfield.geo import maps
@@ -34,7 +34,7 @@ from sparkfield.geo.search import (
     crime_counts_near,
     evaluate_stations,
     rank,
-    search,
+    search_with_stats,
     with_station_names,
 )
 
@@ -267,8 +267,10 @@ def _search_and_rank(
         in_search = spark.sparkContext.accumulator(0)
         label = f"level{level}_step{step:g}m" if len(steps) > 1 else "search"
         with report.step(f"search_{label}"):
-            found = search(spark, crimes, eligible, p.search_radius_m, p.exclude_m, step,
-                           p.tile_cells, parts, boxes, report, label, in_search)
+            found, stats = search_with_stats(spark, crimes, eligible, p.search_radius_m,
+                                             p.exclude_m, step, p.tile_cells, parts, boxes,
+                                             in_search)
+            stats.to_report(report, label)
             found = with_station_names(found, eligible, spark)
             if level < len(steps) - 1:
                 # coarse level: keep the best cells and look again, finer, around them
@@ -283,9 +285,9 @@ def _search_and_rank(
             else:
                 candidates = found
     assert candidates is not None
-    with cached(candidates, "candidates", cfg.practices.storage_level, report) as cands:
+    with cached_rows(candidates, "candidates", cfg.practices.storage_level,
+                     report) as (cands, n_candidates):
         with report.step("rank"):
-            n_candidates = report.cached[-1]["rows"]
             top = rank(cands, p.top).toPandas()
         result.candidate_count = int(n_candidates)
         result.in_search_count = int(in_search.value)
