@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import reduce
+from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -145,19 +146,29 @@ class Extracted:
     empty_sources: list[str]
 
 
-def extract(
-    spark: SparkSession, mapping: Mapping, fraction: float | None = None, seed: int = 42
-) -> Extracted:
+def source_frames(spark: SparkSession, mapping: Any) -> dict[str, DataFrame]:
+    """Every source and SQL view of a mapping (classic or object-centric) by name, each with
+    ``__row``: its row order in a source; 0 in a view (a join has no stable row order, so ties
+    inside a view are broken by activity name). Views are registered in mapping order: a view
+    may select from the sources and from the views before it."""
     frames = {name: read_source(spark, s) for name, s in mapping.sources.items()}
     for name, df in frames.items():
         df.drop("__row").createOrReplaceTempView(name)
     for name, query in mapping.views.items():
         try:
-            # a join has no stable row order: ties inside a view are broken by activity name
-            frames[name] = spark.sql(query).withColumn("__row", F.lit(0).cast("long"))
+            view = spark.sql(query)
         except (AnalysisException, ParseException) as exc:
             first = str(exc).strip().splitlines()[0]
             raise MappingError(f"view {name!r}: {first}") from None
+        view.createOrReplaceTempView(name)
+        frames[name] = view.withColumn("__row", F.lit(0).cast("long"))
+    return frames
+
+
+def extract(
+    spark: SparkSession, mapping: Mapping, fraction: float | None = None, seed: int = 42
+) -> Extracted:
+    frames = source_frames(spark, mapping)
     parts = []
     for act in mapping.activities:
         df = frames[act.source]

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, optional_output
-from sparkfield.core.practices import cached
+from sparkfield.core.practices import cached, cached_rows
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
 from sparkfield.process import process_map, xes
@@ -30,6 +30,7 @@ from sparkfield.process.events import (
 from sparkfield.process.extract import extract
 from sparkfield.process.logs import LogColumns, read_log
 from sparkfield.process.mapping import load_mapping
+from sparkfield.process.ocel_mapping import OcelMapping
 from sparkfield.process.params import SCHEMAS
 from sparkfield.process.schema import ACTIVITY, CASE, ORDER, SRC_ORDER, TIMESTAMP
 from sparkfield.process.views import Views, case_sequences, compute_views
@@ -96,8 +97,6 @@ def _is_timestamp(text: str) -> bool:
     return True
 
 
-
-
 @dataclass
 class ProcessResult:
     events: DataFrame
@@ -112,8 +111,12 @@ def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
     p = ProcessParams.from_config(cfg)
     if not p.mapping:
         raise ConfigError("event_log needs --mapping FILE.yaml")
-    mapping = load_mapping(p.mapping)
+    mapping = load_mapping(p.mapping, spark)
     report = RunReport("event_log", params=_params(p))
+    if isinstance(mapping, OcelMapping):  # the object-centric form: process/ocel_job.py
+        from sparkfield.process.ocel_job import run_ocel
+
+        return run_ocel(spark, p, mapping, report, cfg)
     with report.step("plan"):  # reads headers and checks every expression, no data yet
         extracted = extract(spark, mapping, p.sample, p.seed)
     if extracted.empty_sources:
@@ -159,10 +162,9 @@ def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source
             _account(report, counts, labels)
             _require_events(report, input_name)
             events = with_classifier(good_events(rows), p.classifier)
-            with cached(events, "events", report=report) as ev, \
-                    cached(case_sequences(ev), "case_sequences", report=report) as seqs:
-                n_events = report.cached[-2]["rows"]
-                n_cases = report.cached[-1]["rows"]
+            with cached_rows(events, "events", report=report) as (ev, n_events), \
+                    cached_rows(case_sequences(ev), "case_sequences",
+                                report=report) as (seqs, n_cases):
                 _report_suspicious(report, ev, p)
                 with report.step("views"):
                     views = compute_views(ev, seqs, n_cases)
@@ -215,6 +217,7 @@ def _report_suspicious(report: RunReport, events: DataFrame, p: ProcessParams) -
                 f"{examples}. Set min_timestamp/max_timestamp to reject them")
         report.notes.append(text)
         log.warning(text)
+
 
 def _account(report: RunReport, counts: list, labels: dict[int, str]) -> None:
     per_source: dict[str, dict[str, int]] = {}

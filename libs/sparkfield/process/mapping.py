@@ -77,29 +77,52 @@ def _expand(text: str) -> str:
     return _ENV.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), text)
 
 
-def _resolve(path: str, base: Path | None) -> str:
+def _resolve(path: str, base: Path | str | None) -> str:
     path = _expand(path)
     if "://" in path or base is None or os.path.isabs(path):
         return path
-    return str((base / path).resolve())
+    if isinstance(base, str) and "://" in base:  # a mapping read from HDFS, S3, ...
+        return f"{base.rstrip('/')}/{path}"
+    return str((Path(base) / path).resolve())
 
 
-def load_mapping(path: str | os.PathLike[str]) -> Mapping:
+def load_mapping(path: str | os.PathLike[str], spark=None) -> Mapping:
+    """Read and check a mapping file. With ``spark`` the path is resolved as Hadoop resolves
+    it (``hdfs://``, ``s3a://``, or a path against ``fs.defaultFS``) and read through Hadoop's
+    FileSystem; relative source paths are taken against the mapping's folder either way."""
+    base: Path | str
+    if spark is not None:
+        from sparkfield.core.batch import resolve_path
+        from sparkfield.core.io import path_exists, read_text_file
+
+        scheme, resolved = resolve_path(str(path), spark)
+        if scheme != "file":
+            if not path_exists(spark, resolved):
+                raise MappingError(f"mapping file not found: {path}")
+            text, base, origin = read_text_file(spark, resolved), resolved.rsplit("/", 1)[0], \
+                resolved
+            return _parse_text(text, base, origin)
+        path = resolved
     p = Path(path)
     if not p.is_file():
         raise MappingError(f"mapping file not found: {p}")
+    return _parse_text(p.read_text(), p.parent, str(p))
+
+
+def _parse_text(text: str, base: Path | str, origin: str) -> Mapping:
     try:
-        doc = yaml.safe_load(p.read_text())
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise MappingError(f"{p}: invalid YAML: {exc}") from exc
+        raise MappingError(f"{origin}: invalid YAML: {exc}") from exc
     if isinstance(doc, dict) and "objects" in doc:  # the object-centric (OCEL 2.0) form
         from sparkfield.process.ocel_mapping import parse_ocel_mapping
 
-        return parse_ocel_mapping(doc, base=p.parent, origin=str(p))
-    return parse_mapping(doc, base=p.parent, origin=str(p))
+        return parse_ocel_mapping(doc, base=base, origin=origin)
+    return parse_mapping(doc, base=base, origin=origin)
 
 
-def parse_mapping(doc: Any, base: Path | None = None, origin: str = "<inline>") -> Mapping:
+def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>"
+                  ) -> Mapping:
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
     sources, views = parse_sources(doc, base, origin)

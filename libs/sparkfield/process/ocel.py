@@ -20,6 +20,7 @@ source row order, then the activity name (``schema.ORDER``); the files list even
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
@@ -31,7 +32,7 @@ from pyspark.sql.window import Window
 
 from sparkfield.core.io import CORRUPT_COL
 from sparkfield.process.events import REASON, parse_timestamp
-from sparkfield.process.extract import read_source
+from sparkfield.process.extract import source_frames
 from sparkfield.process.mapping import MappingError
 from sparkfield.process.ocel_mapping import OcelMapping
 from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
@@ -88,20 +89,6 @@ def _reject(df: DataFrame, source: Column | str, fields: list[str]) -> DataFrame
     return df.where(F.col(REASON).isNotNull()).select(
         src.alias("source"), F.col(REASON).alias("reason"),
         F.to_json(F.struct(*[F.col(c) for c in fields])).alias("record"))
-
-
-def source_frames(spark: SparkSession, mapping: OcelMapping) -> dict[str, DataFrame]:
-    """Every source and SQL view by name, each with ``__row`` (its row order; 0 in a view)."""
-    frames = {name: read_source(spark, s) for name, s in mapping.sources.items()}
-    for name, df in frames.items():
-        df.drop("__row").createOrReplaceTempView(name)
-    for name, query in mapping.views.items():
-        try:
-            frames[name] = spark.sql(query).withColumn("__row", F.lit(0).cast("long"))
-        except (AnalysisException, ParseException) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise MappingError(f"view {name!r}: {first}") from None
-    return frames
 
 
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
@@ -194,12 +181,18 @@ def _changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | 
     return reduce(DataFrame.unionByName, parts) if parts else None
 
 
-def build(spark: SparkSession, mapping: OcelMapping) -> OcelTables:
-    """Plan the whole log: every expression is checked here, before any data is read."""
+def build(spark: SparkSession, mapping: OcelMapping,
+          keep: Callable[[DataFrame, str], DataFrame] | None = None) -> OcelTables:
+    """Plan the whole log: every expression is checked before any data is read. ``keep``
+    (e.g. persist) is applied to the validated row sets that both the log and its rejects are
+    derived from, so that nothing is computed twice."""
     frames = source_frames(spark, mapping)
     objects_all = plan_objects(frames, mapping)
     events_all = plan_events(frames, mapping)
     changes_all = _changes(frames, mapping)
+    keep = keep or (lambda df, name: df)
+    objects_all = keep(objects_all, "ocel_object_rows")
+    events_all = keep(events_all, "ocel_event_rows")
     o2o_parts = []
     for r in mapping.object_relations:
         df = _filtered(frames[r.source], r.where, r.label)
@@ -229,11 +222,11 @@ def build(spark: SparkSession, mapping: OcelMapping) -> OcelTables:
         F.col(EID).alias(E2O_EVENT), ACTIVITY, SRC_ORDER, F.col("o.id").alias(E2O_OBJECT),
         F.col("o.type").alias("declared_type"), F.col("o.qualifier").alias(QUAL))
     rel = rel.join(known, rel[E2O_OBJECT] == known["_oid"], "left")
-    rel = rel.withColumn(REASON, F.when(
+    rel = keep(rel.withColumn(REASON, F.when(
         F.col(E2O_OBJECT).isNull() | (F.trim(F.col(E2O_OBJECT)) == ""), "null object id")
         .when(F.col("_oid").isNull(), "unknown object")
         .when(F.col("_otype") != F.col("declared_type"),
-              F.concat(F.lit("object is of type "), F.col("_otype"))))
+              F.concat(F.lit("object is of type "), F.col("_otype")))), "ocel_e2o_rows")
     rejects.append(_reject(rel, F.concat(F.lit("e2o "), act_label),
                            [E2O_EVENT, ACTIVITY, E2O_OBJECT, "declared_type", QUAL]))
     e2o = rel.where(F.col(REASON).isNull()).select(
@@ -245,7 +238,7 @@ def build(spark: SparkSession, mapping: OcelMapping) -> OcelTables:
         tgt = known.select(F.col("_oid").alias("_t"), F.col("_otype").alias("_tt"))
         o2o = (o2o.join(src, o2o["ocel_source_id"] == src["_s"], "left")
                .join(tgt, o2o["ocel_target_id"] == tgt["_t"], "left"))
-        o2o = o2o.withColumn(REASON, F.when(
+        o2o = keep(o2o.withColumn(REASON, F.when(
             F.col("ocel_source_id").isNull() | F.col("ocel_target_id").isNull(),
             "null object id")
             .when(F.col("_s").isNull(), "unknown source object")
@@ -253,7 +246,7 @@ def build(spark: SparkSession, mapping: OcelMapping) -> OcelTables:
             .when(F.col("_st") != F.col("source_type"),
                   F.concat(F.lit("source object is of type "), F.col("_st")))
             .when(F.col("_tt") != F.col("target_type"),
-                  F.concat(F.lit("target object is of type "), F.col("_tt"))))
+                  F.concat(F.lit("target object is of type "), F.col("_tt")))), "ocel_o2o_rows")
         rejects.append(_reject(o2o, F.col("source"), ["ocel_source_id", "source_type",
                                                       "ocel_target_id", "target_type", QUAL]))
         o2o = o2o.where(F.col(REASON).isNull()).select(
@@ -265,14 +258,14 @@ def build(spark: SparkSession, mapping: OcelMapping) -> OcelTables:
     if changes_all is not None:
         ch = changes_all.join(known, changes_all[OID] == known["_oid"], "left")
         raw = F.col("time_raw")
-        ch = ch.withColumn(REASON, F.when(F.col(OID).isNull(), "null object id")
+        ch = keep(ch.withColumn(REASON, F.when(F.col(OID).isNull(), "null object id")
                            .when(F.col("_oid").isNull(), "unknown object")
                            .when(F.col("_otype") != F.col(OTYPE),
                                  F.concat(F.lit("object is of type "), F.col("_otype")))
                            .when(raw.isNull() | (F.trim(raw) == ""), "null timestamp")
                            .when(F.col("ocel_time").isNull(), "unparseable timestamp")
                            .when(~_in_range(F.col("ocel_time"), mapping),
-                                 "timestamp out of range"))
+                                 "timestamp out of range")), "ocel_change_rows")
         rejects.append(_reject(ch, F.col("source"), [OID, OTYPE, "time_raw",
                                                      "ocel_changed_field", "value"]))
         changes = ch.where(F.col(REASON).isNull()).select(

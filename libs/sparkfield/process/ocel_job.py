@@ -1,0 +1,132 @@
+"""The event_log job for an object-centric mapping: OCEL 2.0 files, per-type flattened views,
+an object-centric process map, rejects, and (``case_object_type``) a classic log for one type.
+
+Outputs at the top of ``--output``: ``ocel.json``, ``ocel.sqlite``, ``ocel_views/<type>/``
+(``dfg.csv``, ``variants.csv``, ``activities.csv``), ``ocel_map.dot`` / ``ocel_map.svg``,
+``ocel_rejects/`` (Parquet: source, reason, record) and, with a case object type,
+``classic_log/`` (``events/``, ``event_log.xes.gz``, ``event_log.csv.gz`` and the classic
+views of that type's flattened log).
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import ExitStack
+
+import pandas as pd
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sparkfield.core.conf import Config, ConfigError
+from sparkfield.core.io import AtomicOutput, InputError, optional_output
+from sparkfield.core.practices import cached
+from sparkfield.core.report import RunReport
+from sparkfield.core.stages import publish
+from sparkfield.process import ocel_map, process_map, xes
+from sparkfield.process.job import ProcessParams, ProcessResult
+from sparkfield.process.ocel import OTYPE, OcelTables, build
+from sparkfield.process.ocel_mapping import OcelMapping
+from sparkfield.process.ocel_views import flatten
+from sparkfield.process.ocel_write import log_types, write_json, write_sqlite
+from sparkfield.process.schema import CASE, ORDER, SRC_ORDER
+from sparkfield.process.views import Views, case_sequences, compute_views
+
+log = logging.getLogger("sparkfield.process")
+
+
+def run_ocel(spark: SparkSession, p: ProcessParams, mapping: OcelMapping, report: RunReport,
+             cfg: Config) -> ProcessResult:
+    if p.sample is not None and float(p.sample) < 1:
+        raise ConfigError("sample is not supported for an object-centric mapping: an event "
+                          "relates to many objects, so there is no whole case to keep")
+    with report.step("plan"):  # reads headers and checks every expression, no data yet
+        build(spark, mapping)
+    report.counts["object_centric"] = True
+    with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
+        def keep(df, name):
+            return stack.enter_context(cached(df, name, report=report))
+
+        with report.step("validate"):
+            b = build(spark, mapping, keep)
+            t = OcelTables(events=keep(b.events, "ocel_events"),
+                           objects=keep(b.objects, "ocel_objects"), e2o=keep(b.e2o, "ocel_e2o"),
+                           o2o=keep(b.o2o, "ocel_o2o"), changes=keep(b.changes, "ocel_changes"),
+                           rejects=b.rejects)
+            rows = {c["name"]: c["rows"] for c in report.cached}
+            n_rejects = 0
+            for r in t.rejects.groupBy("source", "reason").count().collect():
+                report.add_rejects(r["source"], {r["reason"]: r["count"]})
+                n_rejects += r["count"]
+            per_type = {r[OTYPE]: r["count"]
+                        for r in t.objects.groupBy(OTYPE).count().collect()}
+        if not rows["ocel_events"]:
+            raise InputError(f"{p.mapping}: no usable events ({n_rejects} rejects)")
+        report.outputs.update(events=rows["ocel_events"], objects=rows["ocel_objects"],
+                              e2o=rows["ocel_e2o"], o2o=rows["ocel_o2o"],
+                              object_changes=rows["ocel_changes"])
+        report.counts["objects_by_type"] = {n: per_type.get(n, 0) for n in mapping.objects}
+        types = log_types(t, mapping)
+        report.counts["event_types"] = len(types.events)
+
+        small: dict[str, dict[str, pd.DataFrame]] = {}
+        for otype in mapping.objects:
+            with report.step(f"views_{otype}"):
+                small[otype] = _type_views(spark, t, otype, out, p, report,
+                                            otype == mapping.case_object_type)
+        with report.step("ocel_map"):
+            acts = (t.events.groupBy("activity").agg(F.count(F.lit(1)).alias("events"))
+                    .orderBy(F.desc("events"), "activity").toPandas())
+            dot = ocel_map.to_dot({k: v["dfg"] for k, v in small.items()}, acts, p.top_k_arcs)
+        if out is not None:
+            out.write_text("ocel_map.dot", dot)
+            if p.render_map:
+                out.write_text("ocel_map.svg", process_map.render_svg(dot))
+            with report.step("write_ocel_json"):
+                write_json(spark, t, types, out.path("ocel.json"))
+            with report.step("write_ocel_sqlite"):
+                write_sqlite(spark, t, types, out.path("ocel.sqlite"), rows)
+            with report.step("write_rejects"):
+                out.write_parquet("ocel_rejects", t.rejects, partitions=1)
+        main = mapping.case_object_type or next(iter(mapping.objects))
+        report.counts["cases"] = report.counts["flattened"][main]["cases"]  # objects of it
+        result = ProcessResult(events=t.events, views=small[main], report=report,
+                               rejects=report.total_rejects, output=p.output)
+        result.extras["ocel_views"] = small
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold,
+                cfg.job.get("max_reject_fraction"))
+    log.info(report.summary())
+    return result
+
+
+def _type_views(spark: SparkSession, t: OcelTables, otype: str, out: AtomicOutput | None,
+                p: ProcessParams, report: RunReport, classic: bool) -> dict[str, pd.DataFrame]:
+    """One object type's flattened log: its views (and, for the case object type, the
+    classic log)."""
+    with cached(flatten(t, otype), f"flat_{otype}", report=report) as ev, \
+            cached(case_sequences(ev), f"seqs_{otype}", report=report) as seqs:
+        n_events, n_cases = report.cached[-2]["rows"], report.cached[-1]["rows"]
+        views = compute_views(ev, seqs, n_cases)
+        small = {"dfg": views.dfg.toPandas(), "activities": views.activities.toPandas()}
+        report.counts.setdefault("flattened", {})[otype] = {
+            "cases": n_cases, "events": n_events, "dfg_arcs": len(small["dfg"])}
+        if out is not None:  # dfg and activities are small: written from the driver
+            base = f"ocel_views/{otype}"
+            out.write_csv(f"{base}/dfg.csv", small["dfg"])
+            out.write_single_csv(f"{base}/variants.csv", views.variants.select(
+                "variant", "cases", "share", "mean_duration_s"))
+            out.write_csv(f"{base}/activities.csv", small["activities"])
+            if classic:
+                _classic(spark, out, ev, views)
+    return small
+
+
+def _classic(spark: SparkSession, out: AtomicOutput, ev, views: Views) -> None:
+    """The case object type's flattened log as a classic event log under ``classic_log/``."""
+    out.write_parquet("classic_log/events", ev.repartition(CASE)
+                      .sortWithinPartitions(CASE, *ORDER).drop(SRC_ORDER))
+    for name in ("dfg", "activities", "start_activities", "end_activities"):
+        out.write_single_csv(f"classic_log/{name}.csv", getattr(views, name))
+    out.write_single_csv("classic_log/variants.csv", views.variants.select(
+        "variant", "cases", "share", "mean_duration_s"))
+    xes.write_csv_gz(spark, ev, out.path("classic_log/event_log.csv.gz"))
+    xes.write_xes_gz(spark, ev, out.path("classic_log/event_log.xes.gz"))
