@@ -5,8 +5,13 @@
     cores vs scikit-learn's CountVectorizer(token_pattern=r"\\w+", max_features=200).
 (b) Parse stage, pages/s: Wikipedia pages (saved HTML) -> BeautifulSoup(lxml) <p> text; the
     Spark stage at 2 cores vs a plain single-process loop over the same files.
+(c) Main-content extraction, pages/s: the 610 annotated pages of the extraction benchmark ->
+    trafilatura in the Spark parse stage at 1 and 2 cores vs trafilatura in one process on the
+    same files; the F1 of each mode (main, selector "p", trafilatura directly) by the
+    benchmark's scoring rule.
 
-Usage: python benchmarks/bag_of_words.py [--pages 400] [--repeats 3] [--only vectoriser|parse]
+Usage: python benchmarks/bag_of_words.py [--pages 400] [--repeats 3]
+                                         [--only vectoriser|parse|extraction]
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 from pyspark.ml.functions import vector_to_array
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
+from sparkfield.text.evaluate import score, unpack_benchmark
 from sparkfield.text.job import pages_from_html_dir
-from sparkfield.text.parse import DOC_SCHEMA, page_text, parse_batches
+from sparkfield.text.parse import DOC_SCHEMA, MAIN_OPTIONS, page_text, parse_batches
 from sparkfield.text.vectorise import term_counts, term_vectors, vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,14 +138,16 @@ def parse(n_pages: int) -> None:
             (work / Path(m.name).name).write_bytes(tar.extractfile(m).read())
     files = sorted(work.iterdir())
     t0 = time.perf_counter()
-    loop_chars = sum(len(page_text(f.read_bytes().decode("utf-8", "replace"))[1]) for f in files)
+    loop_chars = sum(len(page_text(f.read_bytes().decode("utf-8", "replace"))[1])
+                     for f in files)
     t_loop = time.perf_counter() - t0
     spark = session(2)
-    pages = pages_from_html_dir(spark, str(work)).withColumn("doc_id", F.col("url"))
+    pages = pages_from_html_dir(spark, str(work))[0].withColumn("doc_id", F.col("url"))
     pages = pages.repartition(8).cache()
     pages.count()
     t0 = time.perf_counter()
-    parsed = pages.select("doc_id", "url", "html").mapInPandas(parse_batches("p"), DOC_SCHEMA)
+    parsed = pages.select("doc_id", "url", "html").mapInPandas(parse_batches("selector", "p"),
+                                                            DOC_SCHEMA)
     spark_chars = parsed.select(F.sum(F.length("text"))).first()[0]
     t_spark = time.perf_counter() - t0
     spark.stop()
@@ -148,16 +157,58 @@ def parse(n_pages: int) -> None:
           f"-> {t_loop / t_spark:.2f}x; same text: {loop_chars == spark_chars}")
 
 
+def _spark_extract(cores: int, html: Path, extract: str) -> tuple[float, dict[str, str]]:
+    """Seconds of the Spark parse stage over the cached pages, and each file's text."""
+    spark = session(cores)
+    pages = pages_from_html_dir(spark, str(html))[0].withColumn("doc_id", F.col("url"))
+    pages = pages.repartition(8 * cores).cache()
+    pages.count()
+    pages.limit(8).select("doc_id", "url", "html").mapInPandas(  # warm-up: workers started
+        parse_batches(extract), DOC_SCHEMA).collect()
+    t0 = time.perf_counter()
+    rows = pages.select("doc_id", "url", "html").mapInPandas(
+        parse_batches(extract, "p"), DOC_SCHEMA).select("url", "text").collect()
+    seconds = time.perf_counter() - t0
+    spark.stop()
+    return seconds, {unquote(Path(r["url"]).name): r["text"] for r in rows}
+
+
+def extraction() -> None:
+    work = Path(tempfile.mkdtemp(prefix="sparkfield-extract-bench-"))
+    html, annotations = unpack_benchmark(CORPUS / "extraction_benchmark.tar.xz", work)
+    n = len(annotations)
+    print(f"\n== (c) main-content extraction on {n} annotated pages")
+    import trafilatura
+
+    t0 = time.perf_counter()
+    direct = {f: trafilatura.extract((html / f).read_bytes(), **MAIN_OPTIONS)
+              for f in annotations}
+    t_direct = time.perf_counter() - t0
+    print(f"trafilatura in one process: {t_direct:.1f} s = {n / t_direct:.1f} pages/s; "
+          f"{score(annotations, direct)}")
+    for cores in (1, 2):
+        t, texts = _spark_extract(cores, html, "main")
+        print(f"Spark --extract main, {cores} core(s): {t:.1f} s = {n / t:.1f} pages/s -> "
+              f"{t_direct / t:.2f}x trafilatura; {len(texts)} pages; "
+              f"{score(annotations, texts)}")
+    t, texts = _spark_extract(2, html, "selector")
+    print(f"Spark --extract selector (p), 2 cores: {t:.1f} s = {n / t:.1f} pages/s; "
+          f"{score(annotations, texts)}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", type=int, default=400)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--only", choices=("vectoriser", "parse"), help="run one part")
+    ap.add_argument("--only", choices=("vectoriser", "parse", "extraction"),
+                    help="run one part")
     args = ap.parse_args()
-    if args.only != "parse":
+    if args.only in (None, "vectoriser"):
         vectoriser(args.repeats)
-    if args.only != "vectoriser":
+    if args.only in (None, "parse"):
         parse(args.pages)
+    if args.only in (None, "extraction"):
+        extraction()
     return 0
 
 

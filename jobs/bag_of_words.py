@@ -1,5 +1,8 @@
-"""Bag-of-words of a scraped corpus: fetch politely (or read saved pages), parse, split
-sentences, build a top-N vocabulary and binary / count / TF-IDF vectors."""
+"""Bag-of-words of a scraped corpus.
+
+Fetch politely (or read saved pages), parse, split sentences, build a top-N vocabulary and
+binary / count / TF-IDF vectors. Every flag overrides one key of conf/jobs/bag_of_words.yaml
+(see the README parameter table)."""
 
 from __future__ import annotations
 
@@ -8,29 +11,21 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.text import BagOfWordsResult, run
+from sparkfield.text.params import SCHEMA
 
 
 def parser() -> argparse.ArgumentParser:
-    p = cli.base_parser("bag_of_words", __doc__.splitlines()[0])
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--urls", help="text file, one URL a line")
-    src.add_argument("--html-dir", help="directory of saved HTML pages")
-    src.add_argument("--pages", help="Parquet pages/ of an earlier run")
-    p.add_argument("--vocab-size", type=int)
-    p.add_argument("--vector", choices=["binary", "count", "tfidf"])
-    p.add_argument("--stopwords", choices=["none", "english"])
-    p.add_argument("--min-df", type=int)
-    p.add_argument("--selector", help='CSS selector of the text elements (default "p")')
-    p.add_argument("--refresh", action="store_true", default=None,
-                   help="fetch every URL again instead of reusing the output's pages/")
-    return p
+    return cli.base_parser("bag_of_words", cli.doc_summary(__doc__), SCHEMA)
 
 
 def overrides(a: argparse.Namespace) -> dict:
-    return {"job": {"source": {"urls": a.urls, "html_dir": a.html_dir, "pages": a.pages},
-                    "output": a.output, "sample": a.sample, "vocab_size": a.vocab_size,
-                    "vector": a.vector, "stopwords": a.stopwords, "min_df": a.min_df,
-                    "selector": a.selector, "refresh": a.refresh}}
+    over = SCHEMA.overrides(a)
+    job = over["job"]
+    if "selector" in job:  # --selector alone implies --extract selector
+        if job.get("extract") == "main":
+            raise ValueError("--selector applies to --extract selector, not --extract main")
+        job["extract"] = "selector"
+    return over
 
 
 def describe(result: BagOfWordsResult) -> str:

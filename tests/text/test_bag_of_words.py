@@ -16,6 +16,7 @@ from bs4 import BeautifulSoup
 from sparkfield.core.conf import load_config
 from sparkfield.core.io import InputError
 from sparkfield.text import run
+from sparkfield.text.request import REASONS
 from tests.conftest import WIKI_PAGES as PAGES
 
 FETCH = {"delay_s": 0.05, "backoff_s": 0.1, "max_retries": 2, "connect_timeout_s": 2,
@@ -112,10 +113,10 @@ def _urls(site) -> dict[str, str]:
     expected = {f"{a}/wiki/{p}": "ok" for p in PAGES[:3]}
     expected.update({f"{b}/wiki/{p}": "ok" for p in PAGES[3:]})
     expected.update({
-        f"{a}/missing": "HTTP 404", f"{a}/flaky": "ok", f"{b}/busy": "ok",
-        f"{a}/slow": "ReadTimeout", f"{a}/loop/a": "too many redirects",
-        f"{a}/private/secret": "disallowed by robots.txt", f"{b}/image.png": "not HTML",
-        f"{a}/big": "too large", f"{b}/latin1": "ok", "ftp://example.org/file": "unsupported",
+        f"{a}/missing": "http_4xx", f"{a}/flaky": "ok", f"{b}/busy": "ok",
+        f"{a}/slow": "timeout", f"{a}/loop/a": "redirects",
+        f"{a}/private/secret": "robots", f"{b}/image.png": "not_html",
+        f"{a}/big": "too_large", f"{b}/latin1": "ok", "ftp://example.org/file": "unsupported_url",
     })
     return expected
 
@@ -140,7 +141,7 @@ def test_every_url_has_exactly_one_outcome(spark, repo_root, tmp_path, site):
         if want == "ok":
             assert row.error is None and row.status == 200 and row.html, row
         else:
-            assert row.error is not None and want in row.error, (row.url, row.error)
+            assert row.error == want and row.error_detail, (row.url, row.error, row.error_detail)
     by_url = pages.set_index("url")
     a = f"http://127.0.0.1:{site.port}"
     assert by_url.loc[f"{a}/flaky", "attempts"] == 2
@@ -157,13 +158,22 @@ def test_every_url_has_exactly_one_outcome(spark, repo_root, tmp_path, site):
     rejects = pd.read_parquet(out / "rejects")
     failed = pages[pages["error"].notna()]
     assert len(rejects[rejects["source"] == "pages"]) == len(failed) == 7
+    # reasons grouped under their keys; the exception text is the detail in the record
+    assert set(res.report.rejects["pages"]) <= set(REASONS)
+    assert "ReadTimeout" in by_url.loc[f"{a}/slow", "error_detail"]
+    assert "Read timed out" in rejects.set_index("reason").loc["timeout", "record"]
+    assert res.report.inputs["urls"] == len(expected) + 1
     assert res.report.skew["fetch.urls_per_partition"]["partitions"] >= 1
 
-    # a re-run reuses what succeeded and fetches only what failed
+    # a re-run revalidates what succeeded (this server sends no ETag / Last-Modified: a plain
+    # GET, the content hash tells unchanged) and fetches again what failed
     before = Counter(site.hits)
-    run(spark, _cfg(repo_root, urls_file, out))
+    res2 = run(spark, _cfg(repo_root, urls_file, out))
     again = {p: site.hits[p] - before[p] for p in site.hits}
-    assert again[f"/wiki/{PAGES[0]}"] == 0 and again["/flaky"] == 0
+    assert again[f"/wiki/{PAGES[0]}"] == 1 and again["/flaky"] == 1
+    c = res2.report.counts
+    assert (c["pages_new"], c["pages_changed"], c["pages_gone"]) == (0, 0, 0)
+    assert c["pages_unchanged"] == len(expected) - 7
     assert again["/missing"] == 1
     assert len(pd.read_parquet(out / "pages")) == len(expected)
     # --refresh fetches everything again
@@ -181,8 +191,10 @@ def _oracle(pages_dir: Path) -> tuple[pd.DataFrame, dict[str, Counter]]:
         soup = BeautifulSoup(f.read_bytes(), "lxml")
         for t in soup(["script", "style", "noscript", "template"]):
             t.decompose()
-        words = [w for p in soup.find_all("p")
-                 for w in re.findall(r"\w+", p.get_text(" ", strip=True).lower())]
+        for br in soup("br"):
+            br.replace_with("\n")
+        words = [w for p in soup.find_all("p")  # inline elements run together
+                 for w in re.findall(r"\w+", p.get_text("").lower())]
         counts.update(words)
         docs.update(set(words))
         per_page[f.name] = Counter(words)
@@ -198,7 +210,8 @@ def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path
                                                       vector):
     out = tmp_path / "out"
     cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
-        "source": {"html_dir": str(wiki_pages)}, "output": str(out), "vector": vector}})
+        "source": {"html_dir": str(wiki_pages)}, "output": str(out), "vector": vector,
+        "extract": "selector"}})
     res = run(spark, cfg)
     vocab = pd.read_csv(out / "vocabulary.csv", keep_default_na=False)
     want, per_page = _oracle(wiki_pages)
@@ -207,7 +220,8 @@ def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path
     assert vocab["rank"].tolist() == list(range(1, 201))
     sents = pd.read_parquet(out / "sentences")
     docs = pd.read_parquet(out / "documents")
-    assert len(docs) == len(PAGES) and set(docs.columns) == {"doc_id", "url", "title", "vector"}
+    assert len(docs) == len(PAGES)
+    assert list(docs.columns) == ["doc_id", "url", "text", "title", "vector"]
     assert {"doc_id", "url", "sentence_idx", "sentence", "tokens", "vector"} <= set(sents.columns)
     vocab_index = {w: i for i, w in enumerate(vocab["word"])}
     first = sents.iloc[0]
@@ -247,3 +261,51 @@ def test_an_empty_vocabulary_is_bad_input_and_writes_nothing(spark, repo_root, t
     with pytest.raises(InputError, match=f"passes min_df={len(PAGES) + 1}"):
         run(spark, cfg)
     assert not out.exists()
+
+
+INLINE_PAGE = """<html><head><meta charset="windows-1252"><title>Artemis</title></head><body>
+<nav><a href="/">Home</a> <a href="/about">About</a></nav><article><h1>The goddess</h1>
+<p><span class="dropcap">M</span>uch of what is known about Arte<a href="/a">mis</a> comes from
+the hymns, which were sung at her temples along the coast of Asia Minor for many centuries.</p>
+<p>Her sanctuary at Ephesus was counted among the wonders of the ancient world; pilgrims came
+from Athens, Corinth and Syracuse to see it, and the caf\xe9 owners of the town grew rich.</p>
+</article><footer>Impressum</footer></body></html>"""
+
+
+def test_html_dir_is_read_recursively_and_counted_with_main_text(spark, repo_root, tmp_path,
+                                                                  wiki_pages):
+    src = tmp_path / "saved"
+    (src / "a" / "b").mkdir(parents=True)
+    for i, name in enumerate(PAGES):  # at three depths
+        folder = [src, src / "a", src / "a" / "b"][i % 3]
+        (folder / name).write_bytes((wiki_pages / name).read_bytes())
+    (src / "a" / "b" / "artemis.html").write_bytes(INLINE_PAGE.encode("cp1252"))
+    (src / "a" / "empty.html").write_bytes(
+        b"<html><body><script>go()</script><img src=a.png></body></html>")
+    (src / "broken.html").write_bytes(b"<html><meta charset='utf-8'><p>Caf\xe9 \xff</p>"
+                                      + b"<p>word </p>" * 50)
+    out = tmp_path / "out"
+    res = run(spark, load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"html_dir": str(src)}, "output": str(out)}}))
+    n = len(PAGES) + 3
+    assert res.report.inputs["html_files"] == n  # the denominator of --max-reject-fraction
+    docs = pd.read_parquet(out / "documents").set_index("url")
+    assert list(docs.columns[:2]) == ["doc_id", "text"]
+    text = docs.loc[next(u for u in docs.index if u.endswith("/a/b/artemis.html")), "text"]
+    assert "Much of what is known about Artemis" in text  # inline markup splits no word
+    assert "café owners" in text  # the declared windows-1252
+    assert "Impressum" not in text and "Home" not in text  # boilerplate left out
+    rejects = pd.read_parquet(out / "rejects")
+    assert rejects["reason"].tolist() == ["no main text found"]
+    assert "/a/empty.html" in rejects["record"][0]
+    assert res.report.counts["pages_with_replacement_chars"] == 1
+    assert res.report.reject_fraction() == (n, 1 / n)
+    assert len(docs) == n - 1
+
+
+def test_an_empty_html_dir_is_bad_input(spark, repo_root, tmp_path):
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"html_dir": str(tmp_path / "empty")}, "output": str(tmp_path / "out")}})
+    with pytest.raises(InputError, match="no files under the HTML directory"):
+        run(spark, cfg)

@@ -27,7 +27,7 @@ def test_punkt_splits_real_text_without_downloads(wiki_pages):
 def test_page_text_drops_scripts_and_keeps_the_title():
     html = ("<html><head><title>T</title><style>p{}</style></head><body><p>One <b>two</b>."
             "<script>var x = 'p';</script></p><div>skip</div><p>Three.</p></body></html>")
-    assert page_text(html) == ("T", "One two .\nThree.")
+    assert page_text(html) == ("T", "One two.\nThree.")  # inline markup adds no space
     assert page_text(html, "div") == ("T", "skip")
 
 

@@ -20,6 +20,20 @@ from urllib.parse import urljoin, urlsplit
 import pandas as pd
 from pyspark.sql import types as T
 
+from sparkfield.text.charset import decode_html
+from sparkfield.text.request import (
+    Deadline,
+    TooLarge,
+    classify,
+    http_reason,
+    new_session,
+    read_capped,
+)
+from sparkfield.text.revalidate import conditional_headers, crawl_delay
+
+__all__ = ["PAGES_SCHEMA", "FetchSettings", "Outcome", "decode_html", "fetch_batches",
+           "fetch_one", "fetch_partition", "host_of"]
+
 PAGES_SCHEMA = T.StructType([
     T.StructField("url", T.StringType(), False),
     T.StructField("final_url", T.StringType(), True),
@@ -27,8 +41,11 @@ PAGES_SCHEMA = T.StructType([
     T.StructField("fetched_at", T.TimestampType(), True),
     T.StructField("content_type", T.StringType(), True),
     T.StructField("html", T.StringType(), True),
-    T.StructField("error", T.StringType(), True),
+    T.StructField("error", T.StringType(), True),  # the reason key (request.REASONS)
+    T.StructField("error_detail", T.StringType(), True),  # what exactly went wrong
     T.StructField("attempts", T.IntegerType(), True),
+    T.StructField("etag", T.StringType(), True),  # validators for the next run's revalidation
+    T.StructField("last_modified", T.StringType(), True),
 ])
 
 
@@ -37,7 +54,8 @@ class FetchSettings:
     user_agent: str = "sparkfield-bot/0.1 (+https://example.invalid/bot)"
     delay_s: float = 1.0  # between two requests to the same host
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 20.0
+    read_timeout_s: float = 20.0  # between two reads
+    total_timeout_s: float = 30.0  # a whole request (robots.txt too): connect, redirects, body
     max_retries: int = 3  # on connection errors, 429 and 5xx
     backoff_s: float = 1.0  # first retry wait, doubled each time
     max_backoff_s: float = 60.0
@@ -45,6 +63,8 @@ class FetchSettings:
     max_redirects: int = 5
     max_bytes: int = 5_000_000
     respect_robots: bool = True
+    robots_max_bytes: int = 500_000  # a longer robots.txt is read up to this size
+    max_crawl_delay_s: float = 60.0  # a longer robots.txt Crawl-delay gives the host's URLs up
 
     @classmethod
     def from_dict(cls, d: dict | None) -> FetchSettings:
@@ -60,24 +80,19 @@ def host_of(url: str) -> str:
         return ""
 
 
-def decode_html(raw: bytes, header_charset: str | None) -> str:
-    """Bytes to text: the HTTP charset, else a <meta> charset, else UTF-8 (bad bytes replaced)."""
-    charset = header_charset
-    if not charset:
-        head = raw[:4096].decode("ascii", errors="ignore").lower()
-        idx = head.find("charset=")
-        if idx >= 0:
-            tail = head[idx + 8:].lstrip("\"' ")
-            charset = "".join(ch for ch in tail[:40] if ch.isalnum() or ch in "-_")
-    try:
-        return raw.decode(charset or "utf-8", errors="replace")
-    except LookupError:
-        return raw.decode("utf-8", errors="replace")
-
-
 class _Robots:
     def __init__(self, session, settings: FetchSettings):
         self.session, self.settings, self.cache = session, settings, {}
+        self.delays: dict[str, float | None] = {}
+        self.failures: dict[str, tuple[str, str]] = {}  # host -> (reason, detail)
+
+    def failure(self, url: str) -> tuple[str, str] | None:
+        """Why the host's URLs cannot be fetched, when its robots.txt showed it (a timeout)."""
+        return self.failures.get(host_of(url))
+
+    def delay(self, url: str) -> float | None:
+        """The host's robots.txt Crawl-delay for our user agent (known once allowed() ran)."""
+        return self.delays.get(host_of(url))
 
     def allowed(self, url: str) -> bool:
         if not self.settings.respect_robots:
@@ -85,18 +100,26 @@ class _Robots:
         host = host_of(url)
         if host not in self.cache:
             parser = urllib.robotparser.RobotFileParser()
+            deadline = Deadline(self.settings.total_timeout_s)
             try:
-                r = self.session.get(urljoin(host, "/robots.txt"), timeout=(
-                    self.settings.connect_timeout_s, self.settings.read_timeout_s),
-                    allow_redirects=True)
-                if r.status_code in (401, 403):
-                    parser.disallow_all = True
-                elif r.status_code >= 400:
-                    parser.allow_all = True
-                else:
-                    parser.parse(r.text.splitlines())
-            except Exception:  # unreachable robots.txt: the page fetch will report why
+                with deadline, self.session.get(
+                        urljoin(host, "/robots.txt"), stream=True, allow_redirects=True,
+                        timeout=(self.settings.connect_timeout_s,
+                                 self.settings.read_timeout_s)) as r:
+                    if r.status_code in (401, 403):
+                        parser.disallow_all = True
+                    elif r.status_code >= 400:
+                        parser.allow_all = True
+                    else:
+                        text = read_capped(r, self.settings.robots_max_bytes, deadline,
+                                           truncate=True).decode("utf-8", errors="replace")
+                        parser.parse(text.splitlines())
+                        self.delays[host] = crawl_delay(text, self.settings.user_agent)
+            except Exception as exc:  # unreachable robots.txt: the page fetch will report why
                 parser.allow_all = True
+                reason, detail, _ = classify(exc, deadline)
+                if reason == "timeout" and deadline.expired:  # a host that trickles
+                    self.failures[host] = (reason, f"robots.txt: {detail}")
             self.cache[host] = parser
         return self.cache[host].can_fetch(self.settings.user_agent, url)
 
@@ -110,7 +133,10 @@ class Outcome:
     content_type: str | None = None
     html: str | None = None
     error: str | None = None
+    error_detail: str | None = None
     attempts: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -125,71 +151,70 @@ def _retry_after(value: str | None) -> float | None:
             return None
 
 
-def fetch_one(session, url: str, settings: FetchSettings) -> tuple[Outcome, float]:
-    """One attempt. Returns the outcome and, for a retryable failure, the wait before the next
-    attempt (negative: do not retry)."""
+def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None = None
+              ) -> tuple[Outcome, float]:
+    """One attempt, under the total deadline. Returns the outcome and, for a retryable
+    failure, the wait before the next attempt (negative: do not retry). ``headers``
+    (conditional ones) may get a 304: status 304, no html, no error (the caller keeps its
+    stored page)."""
     import requests
 
     out = Outcome(url=url, fetched_at=datetime.now(UTC).replace(tzinfo=None))
+    deadline = Deadline(settings.total_timeout_s)
     try:
-        with session.get(url, stream=True, allow_redirects=True, timeout=(
-                settings.connect_timeout_s, settings.read_timeout_s)) as r:
+        with deadline, session.get(url, stream=True, allow_redirects=True, headers=headers,
+                                   timeout=(settings.connect_timeout_s,
+                                            settings.read_timeout_s)) as r:
             out.status, out.final_url = r.status_code, r.url
             out.content_type = r.headers.get("Content-Type")
+            out.etag, out.last_modified = r.headers.get("ETag"), r.headers.get("Last-Modified")
+            if r.status_code == 304 and headers:
+                return out, -1.0
             if r.status_code == 429 or r.status_code >= 500:
-                out.error = f"HTTP {r.status_code}"
+                out.error, out.error_detail = http_reason(r.status_code), f"HTTP {r.status_code}"
                 wait = _retry_after(r.headers.get("Retry-After"))
                 if wait is not None and wait > settings.max_retry_after_s:
-                    out.error += f" (Retry-After {wait:.0f}s exceeds the limit)"
+                    out.error_detail += f" (Retry-After {wait:.0f}s exceeds the limit)"
                     return out, -1.0
                 return out, wait if wait is not None else 0.0
             if r.status_code >= 400:
-                out.error = f"HTTP {r.status_code}"
+                out.error, out.error_detail = http_reason(r.status_code), f"HTTP {r.status_code}"
                 return out, -1.0
             ctype = (out.content_type or "").split(";")[0].strip().lower()
             if ctype not in ("text/html", "application/xhtml+xml", ""):
-                out.error = f"not HTML: {ctype}"
+                out.error, out.error_detail = "not_html", f"not HTML: {ctype}"
                 return out, -1.0
             declared = r.headers.get("Content-Length")
             if declared and declared.isdigit() and int(declared) > settings.max_bytes:
-                out.error = f"too large: {declared} bytes > {settings.max_bytes}"
-                return out, -1.0
-            buf = bytearray()
-            for block in r.iter_content(65536):
-                buf += block
-                if len(buf) > settings.max_bytes:
-                    out.error = f"too large: more than {settings.max_bytes} bytes"
-                    return out, -1.0
+                raise TooLarge(f"{declared} bytes > {settings.max_bytes}")
+            body = read_capped(r, settings.max_bytes, deadline)
             charset = requests.utils.get_encoding_from_headers(r.headers) \
                 if "charset" in (out.content_type or "").lower() else None
-            out.html = decode_html(bytes(buf), charset)
+            out.html = decode_html(body, charset)
             return out, -1.0
-    except requests.exceptions.TooManyRedirects:
-        out.error = f"too many redirects (> {settings.max_redirects})"
-        return out, -1.0
-    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-            requests.exceptions.ChunkedEncodingError) as exc:
-        out.error = f"{type(exc).__name__}: {str(exc)[:200]}"
-        return out, 0.0
-    except requests.exceptions.RequestException as exc:
-        out.error = f"{type(exc).__name__}: {str(exc)[:200]}"
-        return out, -1.0
+    except Exception as exc:  # every URL gets its outcome; the reason says what kind
+        out.error, out.error_detail, retry = classify(exc, deadline)
+        if out.error == "redirects":
+            out.error_detail = f"too many redirects (> {settings.max_redirects})"
+        if out.error == "too_large":
+            out.error_detail = f"too large: {out.error_detail}"
+        return out, 0.0 if retry else -1.0
 
 
-def fetch_partition(urls: list[str], settings: FetchSettings) -> list[Outcome]:
-    """Fetch ``urls`` (one partition) with one session, hosts taking turns."""
-    import requests
-
-    session = requests.Session()
-    session.headers["User-Agent"] = settings.user_agent
-    session.max_redirects = settings.max_redirects
+def fetch_partition(urls: list[str], settings: FetchSettings,
+                    validators: dict[str, dict[str, str]] | None = None) -> list[Outcome]:
+    """Fetch ``urls`` (one partition) with one session, hosts taking turns; ``validators`` maps
+    a URL to its conditional request headers. A host's robots.txt Crawl-delay, when longer than
+    the conf delay, spaces its requests."""
+    session = new_session(settings.user_agent, settings.max_redirects)
     robots = _Robots(session, settings)
     results: list[Outcome] = []
     queues: dict[str, list[str]] = {}
     for u in urls:
         parts = urlsplit(u) if isinstance(u, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            results.append(Outcome(url=str(u), error="unsupported URL (only http/https)",
+            results.append(Outcome(url=str(u), error="unsupported_url",
+                                   error_detail="unsupported URL (only http/https)",
                                    fetched_at=datetime.now(UTC).replace(tzinfo=None)))
             continue
         queues.setdefault(host_of(u), []).append(u)
@@ -204,14 +229,31 @@ def fetch_partition(urls: list[str], settings: FetchSettings) -> list[Outcome]:
             if at > now:
                 time.sleep(at - now)
             url, tries = pending[host].pop()
+            first = host not in robots.cache  # robots.txt is asked for now: a request too
             if tries == 0 and not robots.allowed(url):
-                results.append(Outcome(url=url, error="disallowed by robots.txt", attempts=0,
+                results.append(Outcome(url=url, error="robots", attempts=0,
+                                       error_detail="disallowed by robots.txt",
                                        fetched_at=datetime.now(UTC).replace(tzinfo=None)))
                 next_at = time.monotonic()
+            elif tries == 0 and robots.failure(url):
+                reason, detail = robots.failure(url)
+                results.append(Outcome(url=url, error=reason, error_detail=detail, attempts=0,
+                                       fetched_at=datetime.now(UTC).replace(tzinfo=None)))
+                next_at = time.monotonic()
+            elif (robots.delay(url) or 0.0) > settings.max_crawl_delay_s:
+                results.append(Outcome(
+                    url=url, attempts=0, fetched_at=datetime.now(UTC).replace(tzinfo=None),
+                    error="robots",
+                    error_detail=f"robots.txt Crawl-delay {robots.delay(url):g}s exceeds the "
+                                 f"limit ({settings.max_crawl_delay_s:g}s)"))
+                next_at = time.monotonic()
+            elif first and robots.delay(url):
+                pending[host].append((url, tries))  # the page waits its turn after robots.txt
+                next_at = time.monotonic() + robots.delay(url)
             else:
-                out, wait = fetch_one(session, url, settings)
+                out, wait = fetch_one(session, url, settings, (validators or {}).get(url))
                 out.attempts = tries + 1
-                next_at = time.monotonic() + settings.delay_s
+                next_at = time.monotonic() + max(settings.delay_s, robots.delay(url) or 0.0)
                 if wait >= 0 and tries < settings.max_retries:
                     backoff = min(settings.backoff_s * 2 ** tries, settings.max_backoff_s)
                     pending[host].append((url, tries + 1))
@@ -226,13 +268,20 @@ def fetch_partition(urls: list[str], settings: FetchSettings) -> list[Outcome]:
 
 
 def fetch_batches(settings: FetchSettings):
-    """A ``mapInPandas`` function: column ``url`` in, one PAGES_SCHEMA row per URL out."""
+    """A ``mapInPandas`` function: column ``url`` (and optionally a stored page's ``etag`` and
+    ``last_modified``, sent as conditional headers) in, one PAGES_SCHEMA row per URL out."""
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        urls = [u for b in batches for u in b["url"].tolist()]
+        urls, validators = [], {}
+        for b in batches:
+            urls += b["url"].tolist()
+            if "etag" in b.columns:
+                for u, e, m in zip(b["url"], b["etag"], b["last_modified"], strict=True):
+                    if h := conditional_headers(e, m):
+                        validators[u] = h
         if not urls:
             return
-        rows = [asdict(o) for o in fetch_partition(urls, settings)]
+        rows = [asdict(o) for o in fetch_partition(urls, settings, validators)]
         yield pd.DataFrame(rows, columns=PAGES_SCHEMA.names)
 
     return run

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,22 +16,33 @@ from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import (
     AtomicOutput,
     InputError,
+    hadoop_fs,
     optional_output,
     path_exists,
+    read_bytes,
     require_path,
 )
 from sparkfield.core.practices import balance, cached, partition_keys, sample, skew_stats
 from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
+from sparkfield.text.charset import REPLACEMENT
+from sparkfield.text.crawl_state import HASH, CrawlState, revalidated, top_vocabulary
+from sparkfield.text.duplicates import DuplicateSettings, find_duplicates
 from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
-from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_batches, sentence_batches
+from sparkfield.text.params import SCHEMA
+from sparkfield.text.parse import (
+    DOC_SCHEMA,
+    EXTRACT_MODES,
+    SENT_SCHEMA,
+    parse_batches,
+    sentence_batches,
+)
 from sparkfield.text.vectorise import (
     VECTOR_MODES,
     term_counts,
     term_vectors,
     token_vectors,
-    vocabulary,
 )
 
 log = logging.getLogger("sparkfield.text")
@@ -45,25 +58,31 @@ class BagOfWordsParams:
     vector: str = "binary"
     stopwords: str = "none"
     min_df: int = 1
+    extract: str = "main"  # main (trafilatura) | selector (the text of `selector` elements)
     selector: str = "p"
     sample: float | None = None
     seed: int = 42
     refresh: bool = False
     fetch: FetchSettings = field(default_factory=FetchSettings)
     fetch_partitions: int | None = None
+    keep_duplicates: bool = False
+    duplicates: DuplicateSettings = field(default_factory=DuplicateSettings)
 
     @classmethod
     def from_config(cls, cfg: Config) -> BagOfWordsParams:
-        j = cfg.job
-        src = j.get("source") or {}
+        j = SCHEMA.validate(cfg.job)  # unknown keys, types and ranges
+        src = j["source"]
         p = cls(
-            output=j.get("output"), urls=src.get("urls"), html_dir=src.get("html_dir"),
-            pages=src.get("pages"), vocab_size=int(j.get("vocab_size", 200)),
-            vector=j.get("vector", "binary"), stopwords=j.get("stopwords", "none"),
-            min_df=int(j.get("min_df", 1)), selector=j.get("selector", "p"),
-            sample=j.get("sample"), seed=cfg.practices.sample_seed,
-            refresh=bool(j.get("refresh", False)), fetch=FetchSettings.from_dict(j.get("fetch")),
-            fetch_partitions=j.get("fetch_partitions"),
+            output=j["output"], urls=src["urls"], html_dir=src["html_dir"],
+            pages=src["pages"], vocab_size=j["vocab_size"],
+            vector=j["vector"], stopwords=j["stopwords"],
+            min_df=j["min_df"], selector=j["selector"],
+            extract=j["extract"],
+            sample=j["sample"], seed=cfg.practices.sample_seed,
+            refresh=j["refresh"], fetch=FetchSettings.from_dict(j["fetch"]),
+            fetch_partitions=j["fetch_partitions"],
+            keep_duplicates=j["keep_duplicates"],
+            duplicates=_duplicate_settings(j["duplicates"]),
         )
         given = [k for k in ("urls", "html_dir", "pages") if getattr(p, k)]
         if len(given) != 1:
@@ -75,7 +94,31 @@ class BagOfWordsParams:
             raise ConfigError("stopwords must be none or english")
         if p.vocab_size < 1 or p.min_df < 1:
             raise ConfigError("vocab_size and min_df must be >= 1")
+        if p.extract not in EXTRACT_MODES:
+            raise ConfigError(f"extract must be one of {EXTRACT_MODES}, got {p.extract!r}")
+        if p.extract == "selector" and not (p.selector or "").strip():
+            raise ConfigError("extract: selector needs a CSS selector")
+        f = p.fetch
+        if min(f.total_timeout_s, f.connect_timeout_s, f.read_timeout_s) <= 0 \
+                or min(f.max_bytes, f.robots_max_bytes) <= 0:
+            raise ConfigError("fetch timeouts, max_bytes and robots_max_bytes must be > 0")
         return p
+
+
+def _duplicate_settings(d: dict | None) -> DuplicateSettings:
+    try:
+        return DuplicateSettings.from_dict(d)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+# the parameters a stored parse depends on: a change makes the next run parse every page again
+PARSE_PARAMS = ("selector", "extract")
+
+
+def _parse_fingerprint(p: BagOfWordsParams) -> dict:
+    fp = {k: getattr(p, k, None) for k in PARSE_PARAMS}
+    return {**fp, "documents": DOC_SCHEMA.names}
 
 
 @dataclass
@@ -99,17 +142,63 @@ def read_url_list(spark: SparkSession, path: str) -> DataFrame:
     return lines.where((F.col("url") != "") & ~F.col("url").startswith("#"))
 
 
-def pages_from_html_dir(spark: SparkSession, path: str) -> DataFrame:
-    """Saved pages as if fetched: url = the file's URI, status 200."""
+def conform_pages(df: DataFrame) -> DataFrame:
+    """``df`` with every PAGES_SCHEMA column (the missing ones null), in that order: pages of an
+    older run lack the newer columns."""
+    have = set(df.columns)
+    return df.select(*[F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType)
+                       .alias(f.name) for f in PAGES_SCHEMA])
+
+
+def _decode_files(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    for b in batches:
+        yield pd.DataFrame({"url": b["path"],
+                            "html": [decode_html(bytes(c), None) for c in b["content"]]})
+
+
+def _hidden_from_spark(spark: SparkSession, path: str) -> tuple[list[str], int]:
+    """Files under ``path`` that Spark's file sources never list (a name, or a folder on the
+    way, starting with ``_`` or ``.``): those named ``_...`` in listed folders (pages, read
+    here on the driver), and how many others (dot files, hidden folders) stay out."""
+    fs, root = hadoop_fs(spark, path)
+    base = fs.makeQualified(root).toString().rstrip("/")
+    files = fs.listFiles(root, True)
+    pages, other = [], 0
+    while files.hasNext():
+        full = files.next().getPath().toString()
+        parts = full[len(base):].lstrip("/").split("/")
+        hidden = [part.startswith(("_", ".")) for part in parts]
+        if not any(hidden):
+            continue
+        if parts[-1].startswith("_") and not any(hidden[:-1]):
+            pages.append(full)
+        else:
+            other += 1
+    return pages, other
+
+
+def pages_from_html_dir(spark: SparkSession, path: str, fraction: float | None = None,
+                        seed: int = 42) -> tuple[DataFrame, int, int]:
+    """Saved pages as if fetched (url = the file's URI, status 200), every file under ``path``
+    at any depth, how many files there are (after sampling) and how many hidden files (dot
+    files, files in folders named ``_...`` or ``.``...) were left out."""
     require_path(spark, path, "HTML directory")
-    files = spark.sparkContext.binaryFiles(path.rstrip("/") + "/*")
-    rows = files.map(lambda kv: (kv[0], decode_html(kv[1], None)))
-    df = spark.createDataFrame(rows, "url string, html string")
-    return df.select(
+    files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path) \
+        .select("path", "content")
+    underscored, skipped = _hidden_from_spark(spark, path)
+    if underscored:  # "_name.html" is a page to us, a metadata file to Spark's listing
+        files = files.unionByName(spark.createDataFrame(
+            [(f, bytearray(read_bytes(spark, f))) for f in underscored], files.schema))
+    files = sample(files, fraction, seed)
+    n_files = files.count()  # the listing only: the content is not read for a count
+    if not n_files:
+        raise InputError(f"no files under the HTML directory {path}")
+    df = files.mapInPandas(_decode_files, "url string, html string")
+    return conform_pages(df.select(
         "url", F.col("url").alias("final_url"), F.lit(200).alias("status"),
         F.current_timestamp().cast("timestamp").alias("fetched_at"),
-        F.lit("text/html").alias("content_type"), "html",
-        F.lit(None).cast("string").alias("error"), F.lit(0).alias("attempts"))
+        F.lit("text/html").alias("content_type"), "html", F.lit(0).alias("attempts"))), \
+        n_files, skipped
 
 
 def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
@@ -117,7 +206,7 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
     """Fetch ``urls`` with every host pinned to one partition, hosts packed by URL count."""
     host = F.lower(F.concat_ws("://", F.expr("try_parse_url(url, 'PROTOCOL')"),
                                F.expr("try_parse_url(url, 'AUTHORITY')")))
-    with_host = urls.select("url", F.coalesce(host, F.lit("")).alias("host"))
+    with_host = urls.select(*urls.columns, F.coalesce(host, F.lit("")).alias("host"))
     counts = {r["host"]: r["n"] for r in
               with_host.groupBy("host").agg(F.count(F.lit(1)).alias("n")).collect()}
     if not counts:
@@ -141,16 +230,24 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
     placement = spark.createDataFrame(
         [(h, keys[b]) for h, b in zip(hosts, bins, strict=True)], "host string, pkey int")
     placed = with_host.join(F.broadcast(placement), "host")
-    return placed.repartition(parts, "pkey").select("url").mapInPandas(
+    return placed.repartition(parts, "pkey").select(*urls.columns).mapInPandas(
         fetch_batches(p.fetch), PAGES_SCHEMA)
 
 
 def _collect_pages(spark: SparkSession, p: BagOfWordsParams, report: RunReport) -> DataFrame:
     if p.pages:
         require_path(spark, p.pages, "pages")
-        return sample(spark.read.parquet(p.pages), p.sample, p.seed)
+        pages = conform_pages(sample(spark.read.parquet(p.pages), p.sample, p.seed))
+        report.inputs["pages"] = pages.count()
+        return pages
     if p.html_dir:
-        return sample(pages_from_html_dir(spark, p.html_dir), p.sample, p.seed)
+        pages, report.inputs["html_files"], hidden = pages_from_html_dir(
+            spark, p.html_dir, p.sample, p.seed)
+        if hidden:
+            report.counts["hidden_files_skipped"] = hidden
+            report.note(f"{hidden} hidden file(s) under {p.html_dir} (dot files, folders "
+                        "starting with . or _) were not read")
+        return pages
     urls = sample(read_url_list(spark, p.urls), p.sample, p.seed)
     n_lines = urls.count()
     urls = urls.dropDuplicates(["url"])
@@ -162,49 +259,70 @@ def _collect_pages(spark: SparkSession, p: BagOfWordsParams, report: RunReport) 
         previous = spark.read.parquet(f"{p.output}/pages").join(urls, "url", "left_semi")
         previous = previous.where(F.col("error").isNull() & (F.col("status") == 200))
         previous = previous.localCheckpoint()  # the old output is replaced by this run
-    to_fetch = urls if previous is None else urls.join(previous.select("url"), "url",
-                                                       "left_anti")
-    fetched = fetch_pages(spark, to_fetch, p, report)
-    if previous is not None:
-        report.counts["pages_reused"] = previous.count()
-        return previous.unionByName(fetched)
-    return fetched
+    if previous is None:
+        return fetch_pages(spark, urls, p, report)
+    # stored pages are revalidated (conditional requests), the others fetched
+    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, report), report)
 
 
 def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
     p = BagOfWordsParams.from_config(cfg)
     report = RunReport("bag_of_words", params=asdict(p))
     with optional_output(spark, p.output) as out:
-        with report.step("pages"):
-            pages_raw = _collect_pages(spark, p, report)
-        with cached(pages_raw.withColumn("doc_id", _doc_id(F.col("url"))), "pages",
-                    report=report) as pages:
+        state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, report)
+        with _cached_pages(spark, p, state, report) as pages:
             n_pages = report.cached[-1]["rows"]
             report.outputs["pages"] = n_pages
+            state.count_changes(pages, report)
             report.counts["pages_failed"] = pages.where(F.col("error").isNotNull()).count()
             ok = pages.where(F.col("error").isNull() & F.col("html").isNotNull())
+            report.counts["pages_with_replacement_chars"] = ok.where(
+                F.col("html").contains(REPLACEMENT)).count()  # bytes that did not decode
             with report.step("parse"):
-                docs_all = ok.select("doc_id", "url", "html").mapInPandas(
-                    parse_batches(p.selector), DOC_SCHEMA)
+                docs_all = state.parsed(ok, lambda todo: todo.select(
+                    "doc_id", "url", "html").mapInPandas(parse_batches(p.extract, p.selector),
+                                                     DOC_SCHEMA),
+                    report)
             with cached(docs_all, "documents", report=report) as docs:
                 good = docs.where(F.col("error").isNull())
                 with report.step("sentences"):
-                    sents = good.select("doc_id", "url", "text").mapInPandas(
-                        sentence_batches, SENT_SCHEMA)
+                    sents = state.sentences_of(good, lambda g: g.select(
+                        "doc_id", "url", "text").mapInPandas(sentence_batches, SENT_SCHEMA))
                 with cached(sents, "sentences", report=report) as sentences:
-                    result = _vectorise(spark, p, pages, docs, sentences, report, out)
+                    result = _vectorise(spark, p, pages, docs, sentences, report, out, state)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold,
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
 
 
+@contextmanager
+def _cached_pages(spark: SparkSession, p: BagOfWordsParams, state: CrawlState,
+                  report: RunReport) -> Iterator[DataFrame]:
+    """The pages, cached. The fetch runs as they are cached, so the ``pages`` step covers it."""
+    with ExitStack() as stack:
+        with report.step("pages"):
+            raw = _collect_pages(spark, p, report)
+            pages = stack.enter_context(cached(state.annotate(raw.withColumn(
+                "doc_id", _doc_id(F.col("url")))), "pages", report=report))
+        yield pages
+
+
+def _with_text(doc_vec: DataFrame, docs: DataFrame) -> DataFrame:
+    """Document vectors with each document's counted text next to its url."""
+    cols = doc_vec.columns
+    i = cols.index("url") + 1
+    return doc_vec.join(docs.select("doc_id", "text"), "doc_id").select(
+        *cols[:i], "text", *cols[i:])
+
+
 def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs: DataFrame,
-               sentences: DataFrame, report: RunReport, out: AtomicOutput | None
-               ) -> BagOfWordsResult:
+               sentences: DataFrame, report: RunReport, out: AtomicOutput | None,
+               state: CrawlState) -> BagOfWordsResult:
     rejects = pages.where(F.col("error").isNotNull()).select(
         F.lit("pages").alias("source"), F.col("error").alias("reason"),
-        F.to_json(F.struct("url", "final_url", "status", "content_type", "attempts"))
+        F.to_json(F.struct("url", "final_url", "status", "content_type", "attempts",
+                           "error_detail"))
         .alias("record")).unionByName(docs.where(F.col("error").isNotNull()).select(
             F.lit("documents").alias("source"), F.col("error").alias("reason"),
             F.to_json(F.struct("doc_id", "url")).alias("record")))
@@ -212,13 +330,22 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
     report.add_rejects("pages", reasons)
     report.outputs["sentences"] = report.cached[-1]["rows"]
     good = docs.where(F.col("error").isNull())
+    with report.step("duplicates"):
+        dups = find_duplicates(good, p.duplicates).orderBy("page").toPandas()
+    report.outputs["duplicates"] = len(dups)
+    keep = ("doc_id", "url", "title")
     # documents are counted where they are tokenised: one row per distinct term reaches the JVM
-    with cached(term_counts(good, "text", keep=("doc_id", "url", "title")), "term_counts",
-                report=report) as terms:
+    with cached(state.term_counts(good, lambda d: term_counts(d, "text", keep=(*keep, HASH)),
+                                  keep), "term_counts", report=report) as terms:
         report.outputs["documents"] = report.cached[-1]["rows"]
+        counted = terms
+        if len(dups) and not p.keep_duplicates:  # near-duplicates stay out of the vocabulary
+            dup_urls = spark.createDataFrame(dups[["page"]].rename(columns={"page": "url"}))
+            counted = terms.join(F.broadcast(dup_urls), "url", "left_anti")
         with report.step("vocabulary"):
             stop = english_stopwords() if p.stopwords == "english" else ()
-            vocab = vocabulary(terms, p.vocab_size, p.min_df, stop).toPandas()
+            stats = state.word_stats(terms, counted, report).localCheckpoint()
+            vocab = top_vocabulary(stats, p.vocab_size, p.min_df, stop).toPandas()
         words = vocab["word"].tolist()
         if not words:
             raise InputError(
@@ -226,7 +353,7 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
                 f"passes min_df={p.min_df}" + (" without stopwords" if stop else ""))
         report.outputs["vocabulary"] = len(words)
         sent_vec = token_vectors(sentences, words, p.vector)
-        doc_vec = term_vectors(terms, words, p.vector)
+        doc_vec = _with_text(term_vectors(terms.drop(HASH), words, p.vector), good)
         if out is not None:
             with report.step("write"):
                 out.write_parquet("pages", pages.drop("doc_id"))
@@ -235,6 +362,8 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
                 out.write_csv("vocabulary.csv", vocab)
                 out.write_bytes("top_words.png", _top_words_png(vocab))
                 out.write_parquet("rejects", rejects, partitions=1)
+                out.write_csv("duplicates.csv", dups)
+                state.write(out, docs, terms, counted, stats)
     return BagOfWordsResult(pages=pages, sentences=sent_vec, documents=doc_vec,
                             vocabulary=vocab, report=report, output=p.output)
 

@@ -1,0 +1,94 @@
+"""Near-duplicate pages (mirrors, syndicated copies) with Spark ML's ``MinHashLSH``.
+
+Each document becomes the set of its word k-shingles (tokens by the job's rule, k consecutive
+tokens joined by a space), hashed into a very large binary feature space with ``HashingTF``.
+``approxSimilarityJoin`` finds candidate pairs through the MinHash buckets and then computes
+their exact Jaccard distance on those sets, so ``similarity`` is the Jaccard similarity of the
+two shingle sets (up to a hash collision in 2^30 features). Of each similar pair the page whose
+URL sorts later is the duplicate; a page similar to several keeps its most similar partner (ties:
+the earlier URL). The earliest page of each group of similar pages is never a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.ml.feature import HashingTF, MinHashLSH
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.text.normalise import TOKEN
+
+
+@dataclass(frozen=True)
+class DuplicateSettings:
+    threshold: float = 0.8  # Jaccard similarity of the shingle sets at or above which: duplicate
+    shingle_words: int = 5
+    hash_tables: int = 8
+    num_features: int = 1 << 30
+    seed: int = 42
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> DuplicateSettings:
+        d = d or {}
+        s = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        if not 0.0 < float(s.threshold) <= 1.0:
+            raise ValueError(f"duplicates.threshold must be in (0, 1], got {s.threshold}")
+        if int(s.shingle_words) < 1 or int(s.hash_tables) < 1:
+            raise ValueError("duplicates.shingle_words and duplicates.hash_tables must be >= 1")
+        return s
+
+
+def shingles(text: str | None, k: int) -> list[str]:
+    """Distinct word k-shingles of ``text`` (a text shorter than k words is one shingle)."""
+    toks = TOKEN.findall(text.lower()) if text else []
+    if not toks:
+        return []
+    if len(toks) <= k:
+        return [" ".join(toks)]
+    return list(dict.fromkeys(" ".join(toks[i:i + k]) for i in range(len(toks) - k + 1)))
+
+
+def with_shingles(docs: DataFrame, k: int, text_col: str = "text", keep: tuple = ("url",)
+                  ) -> DataFrame:
+    """``keep`` columns and ``shingles`` (array of distinct k-shingles), in the Python worker."""
+    schema = T.StructType([*(docs.schema[c] for c in keep),
+                           T.StructField("shingles", T.ArrayType(T.StringType(), False),
+                                         False)])
+    keep = tuple(keep)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            sh = [shingles(t, k) for t in b.column(text_col).to_pylist()]
+            yield pa.RecordBatch.from_arrays(
+                [*(b.column(c) for c in keep), pa.array(sh, pa.list_(pa.string()))],
+                names=[*keep, "shingles"])
+
+    return docs.select(*keep, text_col).mapInArrow(run, schema)
+
+
+def similar_pairs(docs: DataFrame, s: DuplicateSettings, text_col: str = "text") -> DataFrame:
+    """(a, b, similarity) for every pair of documents (a < b by URL) at or above the
+    threshold."""
+    sh = with_shingles(docs, int(s.shingle_words), text_col).where(F.size("shingles") > 0)
+    feats = HashingTF(inputCol="shingles", outputCol="features", binary=True,
+                      numFeatures=int(s.num_features)).transform(sh).select("url", "features")
+    model = MinHashLSH(inputCol="features", outputCol="hashes",
+                       numHashTables=int(s.hash_tables), seed=int(s.seed)).fit(feats)
+    max_dist = 1.0 - float(s.threshold) + 1e-9  # the join keeps distance < max_dist
+    pairs = model.approxSimilarityJoin(feats, feats, max_dist, distCol="dist")
+    return pairs.select(F.col("datasetA.url").alias("a"), F.col("datasetB.url").alias("b"),
+                        (F.lit(1.0) - F.col("dist")).alias("similarity")) \
+        .where((F.col("a") < F.col("b")) & (F.col("similarity") >= float(s.threshold)))
+
+
+def find_duplicates(docs: DataFrame, s: DuplicateSettings, text_col: str = "text"
+                    ) -> DataFrame:
+    """page, duplicate_of, similarity: one row per page that duplicates an earlier one."""
+    pairs = similar_pairs(docs, s, text_col)
+    best = Window.partitionBy("b").orderBy(F.desc("similarity"), "a")
+    return pairs.withColumn("_r", F.row_number().over(best)).where("_r = 1").select(
+        F.col("b").alias("page"), F.col("a").alias("duplicate_of"), "similarity")

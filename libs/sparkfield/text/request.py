@@ -1,0 +1,188 @@
+"""HTTP requests with a total deadline and a size cap, and failures grouped by reason.
+
+requests' timeouts bound each socket operation, not the request: a server that sends a byte
+every few seconds holds a plain ``session.get`` as long as it likes. Here every request runs
+under a ``Deadline``; when it is up, the socket in use is shut down, which ends a blocked read at
+once, and the request fails with reason ``timeout``. The deadline covers connecting, redirects,
+headers and body.
+
+Failures are grouped under a few reason keys (``REASONS``); the exception text is kept as a
+separate detail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+REASONS = ("timeout", "dns", "refused", "tls", "connection", "redirects", "http_4xx",
+           "http_5xx", "too_large", "not_html", "robots", "unsupported_url", "invalid_url",
+           "request_error")
+
+_ACTIVE = threading.local()  # the deadline of the request this thread is making
+
+
+class DeadlineExceeded(requests.exceptions.Timeout):
+    """The request's total deadline passed."""
+
+
+class Deadline:
+    """``with Deadline(s):`` bounds the requests made inside the block by this thread to ``s``
+    seconds in all."""
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self.expired = False
+        self.conn: Any = None  # the connection of the request in flight
+        self.sock: Any = None  # its socket, kept after http.client lets go of it
+        self._timer: threading.Timer | None = None
+
+    def __enter__(self) -> Deadline:
+        self._timer = threading.Timer(self.seconds, self._fire)
+        self._timer.daemon = True
+        _ACTIVE.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        _ACTIVE.deadline = None
+
+    def _fire(self) -> None:
+        self.expired = True
+        for sock in (getattr(self.conn, "sock", None), self.sock):
+            if sock is not None:
+                with contextlib.suppress(OSError):  # already closed
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def check(self) -> None:
+        if self.expired:
+            raise DeadlineExceeded(f"total deadline of {self.seconds:g}s exceeded")
+
+
+class _Tracked:
+    """Connection mixin: registers itself with the thread's deadline for every request."""
+
+    def request(self, *args, **kwargs):
+        deadline = getattr(_ACTIVE, "deadline", None)
+        if deadline is not None:
+            deadline.check()
+            deadline.conn, deadline.sock = self, None
+        return super().request(*args, **kwargs)
+
+    def getresponse(self, *args, **kwargs):
+        deadline = getattr(_ACTIVE, "deadline", None)
+        if deadline is not None:  # the response reads from this socket, even once the
+            deadline.sock = self.sock  # connection has closed its own reference
+        return super().getresponse(*args, **kwargs)
+
+
+class _HTTPConnection(_Tracked, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Tracked, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+def new_session(user_agent: str, max_redirects: int) -> requests.Session:
+    """A session whose requests honour a surrounding ``Deadline``."""
+    session = requests.Session()
+    adapter = _DeadlineAdapter()
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers["User-Agent"] = user_agent
+    session.max_redirects = max_redirects
+    return session
+
+
+class TooLarge(Exception):
+    pass
+
+
+def read_capped(response: requests.Response, max_bytes: int, deadline: Deadline,
+                truncate: bool = False) -> bytes:
+    """The body, at most ``max_bytes`` (more raises ``TooLarge``, or is cut with ``truncate``).
+    A body ended by the deadline raises ``DeadlineExceeded`` rather than passing as complete."""
+    buf = bytearray()
+    for block in response.iter_content(65536):
+        buf += block
+        if len(buf) > max_bytes:
+            if truncate:
+                del buf[max_bytes:]
+                break
+            raise TooLarge(f"more than {max_bytes} bytes")
+        deadline.check()
+    deadline.check()
+    return bytes(buf)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, its causes and the urllib3 errors wrapped in its args."""
+    seen, todo = [], [exc]
+    while todo and len(seen) < 12:
+        e = todo.pop()
+        if e is None or any(e is s for s in seen):
+            continue
+        seen.append(e)
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None)]
+        todo += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+    return seen
+
+
+def classify(exc: BaseException, deadline: Deadline | None = None) -> tuple[str, str, bool]:
+    """(reason key, detail, retryable) of a failed request."""
+    from urllib3.exceptions import NameResolutionError
+
+    detail = f"{type(exc).__name__}: {str(exc)[:300]}"
+    ex = requests.exceptions
+    if (deadline is not None and deadline.expired) or isinstance(exc, DeadlineExceeded):
+        seconds = deadline.seconds if deadline is not None else None
+        return "timeout", f"total deadline of {seconds:g}s exceeded" if seconds else detail, False
+    if isinstance(exc, TooLarge):
+        return "too_large", str(exc), False
+    if isinstance(exc, ex.TooManyRedirects):
+        return "redirects", detail, False
+    if isinstance(exc, ex.SSLError):
+        return "tls", detail, False
+    if isinstance(exc, ex.Timeout):
+        return "timeout", detail, True
+    if isinstance(exc, (ex.InvalidURL, ex.MissingSchema, ex.InvalidSchema)):
+        return "invalid_url", detail, False
+    chain = _chain(exc)
+    text = " ".join(str(e) for e in chain).lower()
+    if any(isinstance(e, NameResolutionError | socket.gaierror) for e in chain) or \
+            "name or service not known" in text or "name resolution" in text:
+        return "dns", detail, False
+    if any(isinstance(e, ConnectionRefusedError) for e in chain) or "connection refused" in text:
+        return "refused", detail, True
+    if isinstance(exc, ex.ConnectionError | ex.ChunkedEncodingError | ex.ContentDecodingError
+                  | ConnectionError):
+        return "connection", detail, True
+    return "request_error", detail, False
+
+
+def http_reason(status: int) -> str:
+    return f"http_{status // 100}xx"

@@ -1,0 +1,138 @@
+"""Near-duplicates: real Wikipedia pages plus lightly edited copies (a mirror, a syndicated copy
+with words changed, a truncated copy); similarities checked against an exact Jaccard computed
+here on the same shingles; duplicates kept out of the vocabulary unless asked."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from itertools import combinations
+
+import pandas as pd
+import pytest
+from pyspark.sql import types as T
+
+from sparkfield.core.conf import ConfigError, load_config
+from sparkfield.text import run
+from sparkfield.text.duplicates import DuplicateSettings, find_duplicates, shingles
+from tests.conftest import WIKI_PAGES
+
+K = 5
+
+
+def _oracle_shingles(text: str | None) -> set[tuple[str, ...]]:
+    """Word 5-shingles as tuples (independent of the library's string joining)."""
+    words = re.findall(r"\w+", (text or "").lower())
+    if len(words) <= K:
+        return {tuple(words)} if words else set()
+    return {tuple(words[i:i + K]) for i in range(len(words) - K + 1)}
+
+
+def _jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b)
+
+
+def test_shingles():
+    assert shingles("One two three four five six. One two three four five", 5) == [
+        "one two three four five", "two three four five six", "three four five six one",
+        "four five six one two", "five six one two three", "six one two three four"]
+    assert shingles("Too short", 5) == ["too short"]
+    assert shingles("", 5) == [] and shingles(None, 5) == []
+    assert shingles("a b c", 1) == ["a", "b", "c"]
+
+
+def test_settings_are_checked(repo_root, tmp_path):
+    with pytest.raises(ValueError, match="threshold"):
+        DuplicateSettings.from_dict({"threshold": 0})
+    cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"html_dir": str(tmp_path)}, "duplicates": {"threshold": 1.5}}})
+    from sparkfield.text.job import BagOfWordsParams
+    with pytest.raises(ConfigError, match="threshold"):
+        BagOfWordsParams.from_config(cfg)
+
+
+DOCS = T.StructType([T.StructField("url", T.StringType(), False),
+                     T.StructField("text", T.StringType(), True)])
+
+
+def test_find_duplicates_inline(spark):
+    base = " ".join(f"w{i}" for i in range(100))  # b: 91 of 101 shingles shared
+    rows = [("a", base), ("b", base.replace("w20", "x20")), ("c", base + " extra words"),
+            ("d", "something else entirely with many other words here and there"),
+            ("e", None), ("f", "")]
+    got = find_duplicates(spark.createDataFrame(rows, DOCS), DuplicateSettings(threshold=0.8)) \
+        .orderBy("page").toPandas()
+    assert got["page"].tolist() == ["b", "c"] and got["duplicate_of"].tolist() == ["a", "a"]
+    for page, sim in zip(got["page"], got["similarity"], strict=True):
+        text = dict((u, t) for u, t in rows)[page]
+        assert sim == pytest.approx(_jaccard(_oracle_shingles(text),
+                                             _oracle_shingles(base)), abs=1e-9)
+
+
+def _copies(src, dst):
+    """The real pages plus three lightly edited copies, named to sort after the originals."""
+    for name in WIKI_PAGES:
+        shutil.copy(src / name, dst / name)
+    nlp = (src / WIKI_PAGES[0]).read_text("utf-8")
+    mirror = nlp.replace("<title>", "<title>Mirror: ").replace(
+        "<body", "<div><p>Mirrored from Wikipedia, the free encyclopedia.</p></div><body", 1)
+    (dst / "x_mirror_nlp.html").write_text(mirror, "utf-8")
+    ir = (src / WIKI_PAGES[1]).read_text("utf-8")
+    synd = ir.replace(" retrieval ", " search ", 6).replace(" the ", " a ", 4)
+    (dst / "x_syndicated_ir.html").write_text(synd, "utf-8")
+    tm = (src / WIKI_PAGES[2]).read_text("utf-8")
+    for m in reversed(list(re.finditer(r"<p>.*?</p>", tm, flags=re.S))[-8:]):
+        tm = tm[:m.start()] + tm[m.end():]  # cut short: the last 8 paragraphs left out
+    (dst / "x_truncated_tm.html").write_text(tm, "utf-8")
+    return {"x_mirror_nlp.html": WIKI_PAGES[0], "x_syndicated_ir.html": WIKI_PAGES[1],
+            "x_truncated_tm.html": WIKI_PAGES[2]}
+
+
+def _cfg(repo_root, pages, out, **job):
+    return load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"html_dir": str(pages)}, "output": str(out), "vector": "count", **job}})
+
+
+def test_mirrors_and_syndicated_copies_on_real_pages(spark, repo_root, tmp_path, wiki_pages):
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    expected = _copies(wiki_pages, pages)
+    out = tmp_path / "out"
+    res = run(spark, _cfg(repo_root, pages, out))
+    dups = pd.read_csv(out / "duplicates.csv")
+    assert list(dups.columns) == ["page", "duplicate_of", "similarity"]
+    name = lambda u: u.rsplit("/", 1)[-1]  # noqa: E731
+    assert {name(p): name(d) for p, d in zip(dups["page"], dups["duplicate_of"],
+                                             strict=True)} == expected
+    assert res.report.outputs["duplicates"] == 3
+
+    # the oracle: exact Jaccard of every pair, on the text the job counted
+    docs = pd.read_parquet(out / "state" / "documents")
+    docs = docs[docs["error"].isna()]
+    sh = {name(u): _oracle_shingles(t) for u, t in zip(docs["url"], docs["text"], strict=True)}
+    want = {(b, a): _jaccard(sh[a], sh[b]) for a, b in combinations(sorted(sh), 2)
+            if _jaccard(sh[a], sh[b]) >= 0.8}
+    assert set(want) == set(expected.items())  # every similar pair found, nothing more
+    for p, d, s in zip(dups["page"], dups["duplicate_of"], dups["similarity"], strict=True):
+        assert s == pytest.approx(want[(name(p), name(d))], abs=1e-3)
+    assert 0.8 <= dups["similarity"].min() < 0.99  # lightly edited, not identical
+
+    # duplicates stay out of the vocabulary: it is the vocabulary of the originals alone
+    originals = tmp_path / "originals"
+    originals.mkdir()
+    for n in WIKI_PAGES:
+        shutil.copy(wiki_pages / n, originals / n)
+    alone = tmp_path / "alone"
+    run(spark, _cfg(repo_root, originals, alone))
+    vocab = pd.read_csv(out / "vocabulary.csv", keep_default_na=False)
+    pd.testing.assert_frame_equal(vocab, pd.read_csv(alone / "vocabulary.csv",
+                                                     keep_default_na=False))
+    assert len(pd.read_parquet(out / "documents")) == len(WIKI_PAGES) + 3  # still vectorised
+
+    kept = tmp_path / "kept"
+    run(spark, _cfg(repo_root, pages, kept, keep_duplicates=True))
+    vk = pd.read_csv(kept / "vocabulary.csv", keep_default_na=False).set_index("word")
+    va = vocab.set_index("word")
+    assert vk.loc["the", "count"] > va.loc["the", "count"]
+    assert vk.loc["the", "documents"] == va.loc["the", "documents"] + 3
+    assert len(pd.read_csv(kept / "duplicates.csv")) == 3  # still listed
