@@ -1,5 +1,6 @@
-"""Sentence embeddings: the Spark stage vs the model called directly in one process, same model,
-batch size and total threads, on real sentences from the Wikipedia corpus.
+"""Sentence embeddings on the same real Wikipedia sentences in one run: the torch model called
+directly in one process, then the Spark stage with the torch engine (unbucketed and
+length-bucketed), ONNX Runtime fp32 and ONNX Runtime int8; same batch size and total threads.
 
 Usage: python benchmarks/embed.py [--sentences 3000] [--batch-size 64] [--cores 2]
 """
@@ -10,6 +11,7 @@ import argparse
 import os
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from sparkfield.core.session import build_session
 from sparkfield.nlp.embed import embed
 from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import check_model_dir
+from sparkfield.nlp.onnx_engine import ensure_onnx
 from sparkfield.text.normalise import sentences
 from sparkfield.text.parse import page_text
 
@@ -45,6 +48,7 @@ def main() -> int:
     ap.add_argument("--sentences", type=int, default=3000)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--onnx-dir", help="reuse an export (default: a fresh temporary one)")
     args = ap.parse_args()
     import torch
 
@@ -61,8 +65,8 @@ def main() -> int:
         enc.encode(texts[i:i + args.batch_size])
     t_direct = time.perf_counter() - t0
     direct_rate = len(texts) / t_direct
-    print(f"direct (one process, {args.cores} torch threads): {t_direct:.1f} s = "
-          f"{direct_rate:.0f} sentences/s")
+    print(f"torch direct (one process, {args.cores} torch threads, unbucketed): {t_direct:.1f} s"
+          f" = {direct_rate:.0f} sentences/s")
 
     cfg = load_config("embed", "local", ROOT / "conf", {"spark": {
         "master": f"local[{args.cores}]", "conf": {"spark.driver.memory": "4g"}}})
@@ -71,16 +75,33 @@ def main() -> int:
     df = spark.createDataFrame([(str(i), t) for i, t in enumerate(texts)],
                                "id string, text string").repartition(args.cores).cache()
     df.count()
-    # warm-up: starts the Python workers and loads the model in each
-    embed(df.limit(args.cores * 64), "text", "id", folder, "cpu", args.batch_size,
-          threads=1).write.format("noop").mode("overwrite").save()
+    onnx_dir = args.onnx_dir or tempfile.mkdtemp(prefix="sparkfield-onnx-")
     t0 = time.perf_counter()
-    embed(df, "text", "id", folder, "cpu", args.batch_size, threads=1).write.format(
-        "noop").mode("overwrite").save()
-    t_spark = time.perf_counter() - t0
-    spark_rate = len(texts) / t_spark
-    print(f"Spark stage ({args.cores} tasks x 1 torch thread): {t_spark:.1f} s = "
-          f"{spark_rate:.0f} sentences/s -> {spark_rate / direct_rate:.0%} of the direct call")
+    ensure_onnx(folder, onnx_dir, "int8")
+    print(f"ONNX export + int8 quantisation (once, cached on disk): "
+          f"{time.perf_counter() - t0:.1f} s")
+    stages = [("torch stage, unbucketed", {"engine": "torch", "bucket": False}),
+              ("torch stage", {"engine": "torch"}),
+              ("onnx stage", {"engine": "onnx"}),
+              ("onnx int8 stage", {"engine": "onnx", "quantize": "int8"})]
+    rates: dict[str, float] = {}
+    for name, kw in stages:
+        kw = {"device": "cpu", "batch_size": args.batch_size, "threads": 1,
+              "onnx_dir": onnx_dir, **kw}
+        # warm-up: starts the Python workers and loads the model in each
+        embed(df.limit(args.cores * 64), "text", "id", folder, **kw).write.format(
+            "noop").mode("overwrite").save()
+        t0 = time.perf_counter()
+        embed(df, "text", "id", folder, **kw).write.format("noop").mode("overwrite").save()
+        seconds = time.perf_counter() - t0
+        rates[name] = len(texts) / seconds
+        print(f"{name} ({args.cores} tasks x 1 thread): {seconds:.1f} s = "
+              f"{rates[name]:.0f} sentences/s")
+    base = rates["torch stage"]
+    print(f"torch stage / torch direct: {base / direct_rate:.2f}x; bucketing: "
+          f"{base / rates['torch stage, unbucketed']:.2f}x")
+    print(f"onnx / torch stage: {rates['onnx stage'] / base:.2f}x (goal 1.2x); "
+          f"onnx int8 / torch stage: {rates['onnx int8 stage'] / base:.2f}x (goal 2x)")
     if torch.cuda.is_available():
         gpu = Encoder(folder, "cuda:0", 256)
         gpu.encode(texts[:64])

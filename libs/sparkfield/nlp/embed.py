@@ -1,66 +1,144 @@
-"""Sentence embeddings as a Spark stage: ``predict_batch_udf`` loads the encoder once per Python
-worker and feeds it fixed-size batches; rows without text keep a null embedding and a reason."""
+"""Sentence embeddings as a Spark stage: ``mapInPandas`` hands each Python worker its
+partition in Arrow batches; the encoder (torch or ONNX Runtime) loads once per worker process
+and is reused by every later task there. Inside each Arrow batch the texts are ordered by token
+length before being cut into model batches (less padding), and the results are put back in
+input order. Rows without text keep a null embedding and a reason."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from pyspark.ml.functions import predict_batch_udf
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.conf import ConfigError
+from sparkfield.core.ship import shipped_dir
 from sparkfield.nlp.device import choose_device, task_gpu_addresses
 
-EMBED_SCHEMA = T.StructType([
+ENGINES = ("torch", "onnx")
+OUT_SCHEMA = T.StructType([
+    T.StructField("id", T.StringType(), True),
+    T.StructField("text", T.StringType(), True),
     T.StructField("embedding", T.ArrayType(T.FloatType(), False), True),
-    T.StructField("truncated", T.ByteType(), True),  # predict_batch_udf has no boolean
+    T.StructField("truncated", T.BooleanType(), True),
 ])
 
 
-def make_predict_fn(folder: str, device: str, max_tokens: int, half: bool,
-                    threads: int | None):
-    """Called once per Python worker by predict_batch_udf: load the model there, not on the
-    driver, and return the batch function."""
+@dataclass(frozen=True)
+class EngineSpec:
+    """Everything a worker needs to build its encoder; also the key of the per-worker cache."""
 
-    def load():
+    folder: str
+    engine: str = "torch"
+    device: str = "auto"
+    max_tokens: int = 256
+    half: bool = False
+    threads: int | None = None
+    quantize: str = "none"
+    onnx_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.quantize != "none" and self.engine != "onnx":
+            raise ConfigError("--quantize int8 needs --engine onnx")
+
+    @property
+    def engine_id(self) -> str:
+        """The engine as a content-cache key: what changes the numbers."""
+        if self.engine == "onnx":
+            return "onnx" if self.quantize == "none" else f"onnx-{self.quantize}"
+        return "torch-fp16" if self.half else "torch"
+
+    def build(self):
+        gpus = task_gpu_addresses()
+        folder = shipped_dir(self.folder)  # the executor's copy when the driver shipped it
+        if self.engine == "torch":
+            import torch
+
+            from sparkfield.nlp.encoder import Encoder
+
+            device = choose_device(self.device, gpus, torch.cuda.is_available())
+            return Encoder(folder, device, self.max_tokens, self.half, self.threads)
+        from sparkfield.nlp.onnx_engine import OnnxEncoder
+
+        device = choose_device(self.device, gpus, _cuda_visible(gpus))
+        return OnnxEncoder(folder, device, self.max_tokens, self.threads,
+                           self.quantize, self.onnx_dir)
+
+
+def _cuda_visible(gpus: list[str]) -> bool:
+    """A GPU for the ONNX engine: one Spark assigned, or one torch sees where torch is."""
+    if gpus:
+        return True
+    try:
         import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
-        from sparkfield.nlp.encoder import Encoder
 
-        chosen = choose_device(device, task_gpu_addresses(), torch.cuda.is_available())
-        encoder = Encoder(Path(folder), chosen, max_tokens, half, threads)
+_ENCODERS: dict[EngineSpec, object] = {}
 
-        def predict(texts: np.ndarray) -> dict[str, np.ndarray]:
-            emb, truncated = encoder.encode([str(t) for t in texts])
-            return {"embedding": emb, "truncated": truncated.astype(np.int8)}
 
-        return predict
+def worker_encoder(spec: EngineSpec):
+    """The encoder of this Python worker process, built on first use (workers are reused
+    across tasks, so the model loads once per worker)."""
+    if spec not in _ENCODERS:
+        _ENCODERS[spec] = spec.build()
+    return _ENCODERS[spec]
 
-    return load
+
+def embed_texts(df: DataFrame, spec: EngineSpec, batch_size: int = 64,
+                bucket: bool = True) -> DataFrame:
+    """``df`` (id string, text string, every text non-empty) -> id, text, embedding,
+    truncated. Row order inside each partition is kept."""
+
+    def per_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        encoder = None
+        for pdf in batches:
+            if pdf.empty:
+                continue
+            encoder = encoder or worker_encoder(spec)
+            emb, truncated = encoder.encode(pdf["text"].tolist(), batch_size, bucket)
+            yield pd.DataFrame({"id": pdf["id"].to_numpy(), "text": pdf["text"].to_numpy(),
+                                "embedding": list(emb), "truncated": truncated})
+
+    return df.select(F.col("id").cast("string"), F.col("text").cast("string")).mapInPandas(
+        per_partition, OUT_SCHEMA)
 
 
 def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str = "auto",
           batch_size: int = 64, max_tokens: int = 256, half: bool = False,
-          threads: int | None = None) -> DataFrame:
+          threads: int | None = None, engine: str = "torch", quantize: str = "none",
+          onnx_dir: str | None = None, bucket: bool = True) -> DataFrame:
     """id, text, embedding (array<float>), truncated, reason — one row per input row."""
+    spec = EngineSpec(str(folder), engine, device, max_tokens, half, threads, quantize,
+                      onnx_dir)
+    good, bad = split_texts(df, text_col, id_col)
+    embedded = embed_texts(good, spec, batch_size, bucket).withColumn(
+        "reason", F.lit(None).cast("string"))
+    return embedded.unionByName(bad)
+
+
+def split_texts(df: DataFrame, text_col: str, id_col: str) -> tuple[DataFrame, DataFrame]:
+    """(id, text of rows with text; id, text, null embedding, truncated, reason of the rest)."""
     text = F.col(text_col).cast("string")
     has_text = text.isNotNull() & (F.trim(text) != "")
-    base = df.select(F.col(id_col).alias("id"), text.alias("text"), has_text.alias("__ok"))
-    encode = predict_batch_udf(
-        make_predict_fn(str(folder), device, max_tokens, half, threads),
-        return_type=EMBED_SCHEMA, batch_size=batch_size)
-    good = base.where("__ok").select("id", "text", encode("text").alias("e")).select(
-        "id", "text", "e.embedding", F.col("e.truncated").cast("boolean").alias("truncated"),
-        F.lit(None).cast("string").alias("reason"))
+    base = df.select(F.col(id_col).cast("string").alias("id"), text.alias("text"),
+                     has_text.alias("__ok"))
+    good = base.where("__ok").select("id", "text")
     bad = base.where(~F.col("__ok")).select(
         "id", "text", F.lit(None).cast("array<float>").alias("embedding"),
         F.lit(None).cast("boolean").alias("truncated"),
         F.when(F.col("text").isNull(), "null text").otherwise("empty text").alias("reason"))
-    return good.unionByName(bad)
+    return good, bad
 
 
 def worker_threads(spark) -> int:
-    """Torch threads per Python worker: the cores Spark reserves for each task."""
+    """Model threads per Python worker: the cores Spark reserves for each task."""
     return max(1, int(float(spark.sparkContext.getConf().get("spark.task.cpus", "1"))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,11 +15,13 @@ from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, optional_output, require_path
 from sparkfield.core.practices import cached, sample
 from sparkfield.core.report import RunReport
+from sparkfield.core.ship import ship_dir
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.nlp.attention import attention_grid_png
-from sparkfield.nlp.embed import embed, worker_threads
-from sparkfield.nlp.model import check_model_dir, embedding_size
+from sparkfield.nlp.cache import EmbeddingStore, lookup
+from sparkfield.nlp.embed import EngineSpec, embed_texts, split_texts, worker_threads
+from sparkfield.nlp.model import check_model_dir, embedding_size, fingerprint
 from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
 from sparkfield.nlp.params import SCHEMA
 from sparkfield.nlp.topics import topics
@@ -42,6 +45,10 @@ class EmbedParams:
     sample: float | None = None
     seed: int = 42
     torch_threads: int | None = None
+    quantize: str = "none"
+    onnx_dir: str | None = None
+    bucket: bool = True
+    cache_dir: str | None = None
     neighbors: dict[str, Any] = field(default_factory=dict)
     topics: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, Any] = field(default_factory=dict)
@@ -56,12 +63,18 @@ class EmbedParams:
                 half=bool(j.get("half", False)), batch_size=int(j.get("batch_size", 64)),
                 max_tokens=int(j.get("max_tokens", 256)), sample=j.get("sample"),
                 seed=cfg.practices.sample_seed, torch_threads=j.get("torch_threads"),
+                quantize=j.get("quantize") or "none", onnx_dir=j.get("onnx_dir"),
+                bucket=bool(j.get("bucket", True)), cache_dir=j.get("cache_dir"),
                 neighbors=j.get("neighbors") or {}, topics=j.get("topics") or {},
                 attention=j.get("attention") or {})
         if not p.input:
             raise ConfigError("embed needs --input (Parquet or CSV)")
-        if p.engine not in ("torch", "sparknlp"):
-            raise ConfigError("engine must be torch or sparknlp")
+        if p.engine not in ("torch", "onnx", "sparknlp"):
+            raise ConfigError("engine must be torch, onnx or sparknlp")
+        if p.quantize != "none" and p.engine != "onnx":
+            raise ConfigError("--quantize int8 needs --engine onnx")
+        if p.cache_dir and p.engine == "sparknlp":
+            raise ConfigError("cache_dir works with the torch and onnx engines")
         if p.batch_size < 1 or p.max_tokens < 8:
             raise ConfigError("batch_size must be >= 1 and max_tokens >= 8")
         return p
@@ -100,23 +113,36 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
     id_col = p.id_col or "__id"
     with optional_output(spark, p.output) as out:
         texts = sample(read_texts(spark, p.input, p.text_col, p.id_col), p.sample, p.seed)
-        if p.engine == "sparknlp":
-            from sparkfield.nlp.sparknlp import embed_sparknlp
+        with ExitStack() as stack:
+            if p.engine == "sparknlp":
+                from sparkfield.nlp.sparknlp import embed_sparknlp
 
-            embedded = embed_sparknlp(spark, texts, p.text_col, id_col, str(folder), p.annotator)
-        else:
-            embedded = embed(texts, p.text_col, id_col, folder, p.device, p.batch_size,
-                             p.max_tokens, p.half, p.torch_threads or worker_threads(spark))
-        with cached(embedded, "embeddings", report=report) as emb:
-            with report.step("embed"):
-                stats = emb.agg(
-                    F.count(F.lit(1)).alias("rows"),
-                    F.count("embedding").alias("embedded"),
-                    F.sum(F.col("truncated").cast("int")).alias("truncated"),
-                ).first()
-                reasons = {r["reason"]: r["count"] for r in
-                           emb.where(F.col("reason").isNotNull()).groupBy("reason").count()
-                           .collect()}
+                embedded = embed_sparknlp(spark, texts, p.text_col, id_col, str(folder),
+                                          p.annotator)
+                fresh_rows = None
+            else:
+                embedded, fresh_rows = _embed(spark, p, texts, id_col, folder, report, stack)
+            if fresh_rows is None:  # the model runs while the cache fills
+                with report.step("embed"):
+                    emb = stack.enter_context(cached(embedded, "embeddings", report=report))
+            else:
+                emb = stack.enter_context(cached(embedded, "embeddings", report=report))
+            embed_seconds = next(s["seconds"] for s in reversed(report.steps)
+                                 if s["step"] == "embed")
+            stats = emb.agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.count("embedding").alias("embedded"),
+                F.sum(F.col("truncated").cast("int")).alias("truncated"),
+            ).first()
+            reasons = {r["reason"]: r["count"] for r in
+                       emb.where(F.col("reason").isNotNull()).groupBy("reason").count()
+                       .collect()}
+            fresh_rows = stats["embedded"] if fresh_rows is None else fresh_rows
+            report.counts["embedded_now"] = fresh_rows
+            report.counts["embed_seconds"] = embed_seconds
+            report.counts["embed_sentences_per_s"] = (
+                round(fresh_rows / embed_seconds, 1) if fresh_rows and embed_seconds > 0
+                else None)
             report.inputs["texts"] = stats["rows"]
             report.outputs["embeddings"] = stats["embedded"]
             report.counts["truncated"] = int(stats["truncated"] or 0)
@@ -130,6 +156,49 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
+
+
+def _embed(spark: SparkSession, p: EmbedParams, texts: DataFrame, id_col: str, folder,
+           report: RunReport, stack: ExitStack) -> tuple[DataFrame, int | None]:
+    """All rows (id, text, embedding, truncated, reason) and the number of texts the model
+    embedded in this run, or None when that happens later, as the result is cached.
+
+    With a content store: texts found there are not embedded again; distinct unseen texts are
+    embedded once (inside the "embed" step), added to the store and joined back."""
+    spec = EngineSpec(str(folder), p.engine, p.device, p.max_tokens, p.half,
+                      p.torch_threads or worker_threads(spark), p.quantize, p.onnx_dir)
+    ship_dir(spark, folder)  # executors off this machine get the model as an archive
+    if p.engine == "onnx":
+        from sparkfield.nlp.onnx_engine import ensure_onnx
+
+        with report.step("onnx export"):  # once, on the driver; a no-op when already there
+            ensure_onnx(folder, p.onnx_dir, p.quantize)
+    good, bad = split_texts(texts, p.text_col, id_col)
+    no_reason = F.lit(None).cast("string").alias("reason")
+    if not p.cache_dir:
+        return embed_texts(good, spec, p.batch_size, p.bucket).select("*", no_reason) \
+            .unionByName(bad), None
+    model_id = f"{folder.name}@{fingerprint(folder)}/max_tokens={p.max_tokens}"
+    store = EmbeddingStore(spark, p.cache_dir, model_id, spec.engine_id)
+    looked = stack.enter_context(cached(lookup(good, store), "store lookup", report=report))
+    hits = looked.where(F.col("embedding").isNotNull())
+    misses = looked.where(F.col("embedding").isNull()).select("id", "text", "text_hash")
+    todo = misses.dropDuplicates(["text_hash"]).select(F.col("text_hash").alias("id"), "text")
+    with report.step("embed"):
+        fresh = stack.enter_context(cached(
+            embed_texts(todo, spec, p.batch_size, p.bucket).select(
+                F.col("id").alias("text_hash"), "embedding", "truncated"),
+            "embedded now", report=report))
+    new_texts = report.cached[-1]["rows"]
+    if new_texts:
+        with report.step("store add"):
+            store.add(fresh)
+    report.counts["cache_hits"] = hits.count()
+    report.counts["cache_misses"] = looked.count() - report.counts["cache_hits"]
+    report.counts["cache_new_texts"] = new_texts
+    cols = ["id", "text", "embedding", "truncated"]
+    found = hits.select(*cols).unionByName(misses.join(fresh, "text_hash").select(*cols))
+    return found.select("*", no_reason).unionByName(bad), new_texts
 
 
 def _stages(spark, p: EmbedParams, emb: DataFrame, folder, report: RunReport,

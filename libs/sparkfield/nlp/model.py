@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from sparkfield.core.io import InputError
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER = ("tokenizer.json", "vocab.txt")
+_FINGERPRINTS: dict[tuple[str, float, int], str] = {}
 
 
 class ModelError(InputError):
@@ -50,3 +52,18 @@ def check_model_dir(path: str | Path | None) -> Path:
 def embedding_size(folder: Path) -> int:
     cfg = json.loads((folder / "config.json").read_text())
     return int(cfg.get("hidden_size") or cfg.get("d_model") or cfg.get("dim"))
+
+
+def fingerprint(folder: Path) -> str:
+    """sha256 (16 hex digits) over config.json and the weights: names a model version in
+    export folders and embedding-store keys. Memoised per weights path, size and mtime."""
+    weights = next(folder / w for w in WEIGHTS if (folder / w).is_file())
+    st = weights.stat()
+    key = (str(weights.resolve()), st.st_mtime, st.st_size)
+    if key not in _FINGERPRINTS:
+        h = hashlib.sha256((folder / "config.json").read_bytes())
+        with open(weights, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        _FINGERPRINTS[key] = h.hexdigest()[:16]
+    return _FINGERPRINTS[key]

