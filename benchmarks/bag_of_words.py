@@ -39,7 +39,7 @@ from sparkfield.text.parse import DOC_SCHEMA, MAIN_OPTIONS, page_text, parse_bat
 from sparkfield.text.vectorise import term_counts, term_vectors, vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared/data/corpus"
+CORPUS = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / "corpus"
 
 
 def session(cores: int):

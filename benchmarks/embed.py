@@ -27,7 +27,7 @@ from sparkfield.text.normalise import sentences
 from sparkfield.text.parse import page_text
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared/data/corpus"
+CORPUS = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / "corpus"
 
 
 def real_sentences(n: int) -> list[str]:

@@ -32,7 +32,8 @@ from sparkfield.process.views import case_sequences, compute_views
 from sparkfield.process.xes import write_xes_gz
 
 ROOT = Path(__file__).resolve().parents[1]
-BPIC = ROOT.parent / "shared/data/process_mining/event_logs/pm4py/bpic2012.xes.gz"
+BPIC = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / \
+    "process_mining/event_logs/pm4py/bpic2012.xes.gz"
 
 
 def timed(fn):
