@@ -1,0 +1,240 @@
+"""Every job on the shared-nothing cluster (see conftest.py) equals the same job run locally.
+
+Inputs, outputs and the checkpoint directory live in the shared directory (or in the shared
+data folder beside the checkout); the driver runs on this machine, the executors in the
+workers' private mount namespaces with the packed environment. The local reference runs are
+made in this process, through the job's own ``main``, on the test session's local Spark."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import job_module
+
+from .conftest import BASE_EXTRAS, ROOT, Cluster, packed_env, run_submit
+
+
+def _ok(res) -> None:
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log[-5000:]
+
+
+def _local(spark, job: str, *args: str) -> None:
+    """``job`` run locally with ``args``, in this process (the ``spark`` fixture's session)."""
+    assert spark is not None
+    assert job_module(job).main(["--profile", "local", *args]) == 0
+
+
+def _ran_on_workers(cluster: Cluster, before: set[str]) -> None:
+    """The new application unpacked the packed environment on the workers."""
+    new = [a for a in cluster.apps() if a["id"] not in before]
+    assert len(new) == 1, new
+    assert cluster.worker_files(f"/tmp/work/{new[0]['id']}/*/environment/bin/python"), \
+        "the packed environment was not unpacked on the workers"
+
+
+def _ids(cluster: Cluster) -> set[str]:
+    return {a["id"] for a in cluster.apps()}
+
+
+def test_packed_environment_holds_the_packages_not_spark_or_sparkfield():
+    """venv-pack archive of the geo, process and text extras: native code (lxml) included;
+    pyspark comes from the cluster and Sparkfield from the --py-files zip."""
+    import tarfile
+
+    with tarfile.open(packed_env(BASE_EXTRAS)) as tar:
+        names = set(tar.getnames())
+    assert "bin/python" in names
+    assert any(n.startswith("lib/python3.11/site-packages/lxml/") for n in names)
+    assert not any("/pyspark/" in n or "/sparkfield/" in n for n in names)
+
+
+COFFEE = ["--grid-step-m", "50"]
+
+
+@pytest.fixture(scope="module")
+def coffee_local(spark, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("coffee") / "local"
+    _local(spark, "coffee_shops", "--output", str(out), *COFFEE)
+    return out
+
+
+def test_coffee_shops_on_bundled_defaults(cluster: Cluster, coffee_local):
+    """The bundled demo data is read on the driver and reaches the executors as data."""
+    out = cluster.shared / "coffee_bundled"
+    before = _ids(cluster)
+    _ok(cluster.submit("coffee_shops", "--output", str(out), *COFFEE))
+    _ran_on_workers(cluster, before)
+    cl = pd.read_csv(out / "top_locations.csv")
+    assert len(cl) == 10
+    pd.testing.assert_frame_equal(cl, pd.read_csv(coffee_local / "top_locations.csv"))
+    # the checkpoints went beside the output on shared storage and were cleaned up
+    assert not list(cluster.shared.glob(".coffee_bundled.checkpoints*"))
+
+
+def test_coffee_shops_on_explicit_inputs(cluster: Cluster, shared_data, coffee_local):
+    """The same data (the bundled files are copies of these) given as shared paths."""
+    inputs = cluster.shared / "vancouver"
+    inputs.mkdir(exist_ok=True)
+    for name in ("vancouver_crime_2016.csv.gz", "rapid_transit_stations.csv",
+                 "starbucks_vancouver_bc.csv"):
+        shutil.copy(shared_data / "vancouver" / name, inputs / name)
+    flags = ["--crimes", str(inputs / "vancouver_crime_2016.csv.gz"),
+             "--stations", str(inputs / "rapid_transit_stations.csv"),
+             "--competitors", str(inputs / "starbucks_vancouver_bc.csv"), *COFFEE]
+    out = cluster.shared / "coffee_explicit"
+    _ok(cluster.submit("coffee_shops", "--output", str(out), *flags))
+    pd.testing.assert_frame_equal(pd.read_csv(out / "top_locations.csv"),
+                                  pd.read_csv(coffee_local / "top_locations.csv"))
+
+
+def test_a_driver_local_checkpoint_dir_is_refused_before_any_work(cluster: Cluster):
+    out = cluster.shared / "coffee_tmp_ckpt"
+    res = run_submit("coffee_shops", "--profile", "cluster", "--master", cluster.master,
+                     "--python-env", str(cluster.env), "--output", str(out),
+                     "--conf-dir", str(_conf_with(cluster, "/tmp/sparkfield/checkpoints")))
+    assert res.returncode == 2, (res.stdout + res.stderr)[-3000:]
+    assert "checkpoint_dir /tmp/sparkfield/checkpoints is on the driver's local disk" \
+        in res.stderr
+    assert not out.exists()
+
+
+def _conf_with(cluster: Cluster, checkpoint_dir: str) -> Path:
+    conf = cluster.shared / "conf-tmp-ckpt"
+    if not conf.exists():
+        shutil.copytree(ROOT / "conf", conf)
+        text = (conf / "cluster.yaml").read_text()
+        (conf / "cluster.yaml").write_text(text.replace(
+            "  checkpoint_dir: null", f"  checkpoint_dir: {checkpoint_dir}"))
+    return conf
+
+
+@pytest.fixture(scope="module")
+def wiki_shared(cluster: Cluster, wiki_pages) -> Path:
+    """The test pages copied to shared storage (the driver's /tmp is not the workers')."""
+    dest = cluster.shared / "wiki"
+    if not dest.exists():
+        shutil.copytree(wiki_pages, dest)
+    return dest
+
+
+PM4PY = "process_mining/event_logs/pm4py"
+
+
+def _same_csvs(a: Path, b: Path, *names: str) -> None:
+    for name in names:
+        pd.testing.assert_frame_equal(pd.read_csv(a / name), pd.read_csv(b / name),
+                                      obj=name)
+
+
+ORDERS = ROOT / "conf" / "event_logs" / "olist_orders.yaml"
+
+
+@pytest.fixture(scope="module")
+def orders_local(spark, shared_data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("event_log") / "local"
+    _local(spark, "event_log", "--mapping", str(ORDERS), "--output", str(out))
+    return out
+
+
+def test_event_log_from_csv_and_sql_views(cluster: Cluster, orders_local):
+    """SQL views over CSV sources. The mapping is read on the driver through Hadoop's
+    FileSystem; the data is on shared storage."""
+    out = cluster.shared / "event_log_orders"
+    _ok(cluster.submit("event_log", "--mapping", str(ORDERS), "--output", str(out)))
+    _same_csvs(out, orders_local, "dfg.csv", "variants.csv")
+
+
+@pytest.mark.parametrize("log", ["running-example.csv"])  # read by the executors
+def test_process_mining_on_a_shared_log(cluster: Cluster, spark, shared_data, log, tmp_path):
+    src = cluster.shared / "logs" / log
+    src.parent.mkdir(exist_ok=True)
+    shutil.copy(shared_data / PM4PY / log, src)
+    out = cluster.shared / f"pm_{log.replace('.', '_')}"
+    _ok(cluster.submit("process_mining", "--log", str(src), "--output", str(out)))
+    _local(spark, "process_mining", "--log", str(src), "--output", str(tmp_path / "local"))
+    _same_csvs(out, tmp_path / "local", "dfg.csv", "variants.csv")
+
+
+@pytest.fixture(scope="module")
+def bow_local(spark, wiki_shared, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bow") / "local"
+    _local(spark, "bag_of_words", "--html-dir", str(wiki_shared), "--output", str(out))
+    return out
+
+
+def test_bag_of_words_from_html_dir(cluster: Cluster, wiki_shared, bow_local):
+    """Executors parse with the packed environment's lxml, bs4 and NLTK: every page counts."""
+    out = cluster.shared / "bow_html"
+    _ok(cluster.submit("bag_of_words", "--html-dir", str(wiki_shared), "--output", str(out)))
+    vocab = pd.read_csv(out / "vocabulary.csv")
+    assert len(vocab) == 200
+    pd.testing.assert_frame_equal(vocab, pd.read_csv(bow_local / "vocabulary.csv"))
+
+
+@pytest.fixture(scope="module")
+def http_pages(wiki_shared):
+    """The test pages on a local HTTP server (all nodes reach 127.0.0.1)."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=str(wiki_shared))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_bag_of_words_from_urls(cluster: Cluster, wiki_shared, http_pages, bow_local):
+    """The same pages fetched over HTTP by the executors give the same vocabulary."""
+    urls = cluster.shared / "urls.txt"
+    urls.write_text("".join(f"{http_pages}/{p.name}\n" for p in sorted(wiki_shared.iterdir())))
+    out = cluster.shared / "bow_urls"
+    _ok(cluster.submit("bag_of_words", "--urls", str(urls), "--output", str(out)))
+    vocab = pd.read_csv(out / "vocabulary.csv")
+    assert len(vocab) == 200
+    pd.testing.assert_frame_equal(vocab, pd.read_csv(bow_local / "vocabulary.csv"))
+
+
+SENTENCES = [
+    "Spark runs the same job on one machine or on many.",
+    "Executors see only what the driver ships to them.",
+    "The model folder travels as an archive and loads once per executor.",
+    "Coffee shops near stations do well when crime is low.",
+    "Process mining turns event logs into maps of what happened.",
+    "A packed environment carries native packages such as lxml.",
+]
+
+
+def test_embed_with_the_bundled_model(cluster: Cluster, spark, tmp_path):
+    """The model folder (the default, from the driver's environment) reaches the executors as
+    an archive; the executors' environment has torch but no copy of the model."""
+    src = cluster.shared / "sentences.csv"
+    pd.DataFrame({"id": [f"s{i}" for i in range(len(SENTENCES))], "sentence": SENTENCES}) \
+        .to_csv(src, index=False)
+    flags = ["--input", str(src), "--id-col", "id"]
+    out = cluster.shared / "embed"
+    before = _ids(cluster)
+    _ok(cluster.submit("embed", *flags, "--output", str(out), env_tar=cluster.nlp_env,
+                       timeout=600))
+    (app,) = [a for a in cluster.apps() if a["id"] not in before]
+    assert cluster.worker_files(f"/tmp/work/{app['id']}/*/sparkfield-dir-*.zip/config.json")
+    _local(spark, "embed", *flags, "--output", str(tmp_path / "local"))
+    got = pd.read_parquet(out / "embeddings").sort_values("id").reset_index(drop=True)
+    want = pd.read_parquet(tmp_path / "local" / "embeddings").sort_values("id") \
+        .reset_index(drop=True)
+    assert list(got["id"]) == list(want["id"]) and len(got) == len(SENTENCES)
+    import numpy as np
+
+    diff = np.abs(np.stack(got["embedding"]) - np.stack(want["embedding"])).max()
+    assert diff <= 1e-6, diff
