@@ -20,7 +20,7 @@ from sparkfield.core.io import AtomicOutput, InputError
 from sparkfield.core.report import RunReport
 
 ROOT = Path(__file__).resolve().parents[1]
-LOGS = ROOT.parent / "shared/data/process_mining/event_logs/pm4py"
+LOGS = ROOT / "tests" / "fixtures" / "process"  # small pm4py logs (ATTRIBUTION.md)
 STATIONS = "station,longitude,latitude\nWaterfront,-123.1117,49.2856\n"
 
 
@@ -232,8 +232,8 @@ def test_a_log_whose_events_lack_timestamps_is_bad_input(spark, tmp_path):
 
 
 def test_truncated_xes_gz_is_named(spark, tmp_path):
-    data = (LOGS / "receipt.xes.gz").read_bytes()
-    bad = tmp_path / "receipt.xes.gz"
+    data = (LOGS / "roadtraffic_1t_per_variant.xes.gz").read_bytes()
+    bad = tmp_path / "roadtraffic.xes.gz"
     bad.write_bytes(data[: len(data) // 2])
     with pytest.raises(InputError, match=f"{bad}: truncated or corrupt gzip file"):
         _mine(spark, bad, None)

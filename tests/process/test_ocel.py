@@ -19,7 +19,7 @@ TYPES = ["order", "customer", "product", "seller"]
 
 
 @pytest.fixture(scope="module")
-def olist(spark, repo_root, tmp_path_factory):
+def olist(spark, repo_root, tmp_path_factory, shared_data):
     out = tmp_path_factory.mktemp("ocel") / "out"
     cfg = load_config("event_log", "local", repo_root / "conf", {"job": {
         "mapping": str(repo_root / "conf/event_logs/olist_ocel.yaml"), "output": str(out)}})
