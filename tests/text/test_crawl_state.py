@@ -8,7 +8,7 @@ import threading
 import time
 from collections import Counter
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pandas as pd
 import pytest
@@ -16,11 +16,12 @@ from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
 from sparkfield.text import run
-from sparkfield.text.crawl_state import top_vocabulary, update_word_stats, word_stats
+from sparkfield.text.crawl_state import update_word_stats, word_stats
 from sparkfield.text.fetch import FetchSettings, fetch_partition
 from sparkfield.text.revalidate import conditional_headers, crawl_delay
-from sparkfield.text.vectorise import vocabulary
+from sparkfield.text.vectorise import top_vocabulary, vocabulary
 from tests.conftest import WIKI_PAGES
+from tests.text.http_site import QuietHandler
 
 FETCH = {"delay_s": 0.0, "backoff_s": 0.1, "max_retries": 1, "connect_timeout_s": 2,
          "read_timeout_s": 5, "user_agent": "sparkfield-test"}
@@ -43,22 +44,12 @@ class Site:
 
 
 def handler(site: Site):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(QuietHandler):
         def _send(self, code, body=b"", headers=None):
             host = self.headers["Host"].split(":")[0]
             with site.lock:
                 site.log.append((host, self.path, code, time.monotonic()))
-            self.send_response(code)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            if body:
-                self.wfile.write(body)
+            super()._send(code, body, headers=headers)
 
         def do_GET(self):  # noqa: N802
             host = self.headers["Host"].split(":")[0]

@@ -57,20 +57,6 @@ def update_word_stats(old: DataFrame, added: DataFrame, removed: DataFrame) -> D
         .where(F.col("documents") > 0)
 
 
-def top_vocabulary(stats: DataFrame, size: int, min_df: int = 1,
-                   stopwords: Sequence[str] = ()) -> DataFrame:
-    """The ``size`` most frequent words of ``stats`` (ties by word), as
-    ``vectorise.vocabulary`` ranks them: word, count, documents, rank."""
-    if stopwords:
-        stats = stats.where(~F.col("word").isin(list(stopwords)))
-    if min_df > 1:
-        stats = stats.where(F.col("documents") >= min_df)
-    top = stats.orderBy(F.desc("count"), "word").limit(size).collect()
-    rows = [(r["word"], int(r["count"]), int(r["documents"]), i + 1) for i, r in enumerate(top)]
-    return stats.sparkSession.createDataFrame(
-        rows, "word string, count long, documents long, rank int")
-
-
 @dataclass
 class CrawlState:
     """The previous run's state (None parts: there is none) and this run's use of it."""

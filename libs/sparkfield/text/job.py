@@ -27,7 +27,7 @@ from sparkfield.core.report import RunReport
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.text.charset import REPLACEMENT
-from sparkfield.text.crawl_state import HASH, CrawlState, revalidated, top_vocabulary
+from sparkfield.text.crawl_state import HASH, CrawlState, revalidated
 from sparkfield.text.duplicates import DuplicateSettings, find_duplicates
 from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
 from sparkfield.text.params import SCHEMA
@@ -43,6 +43,7 @@ from sparkfield.text.vectorise import (
     term_counts,
     term_vectors,
     token_vectors,
+    top_vocabulary,
 )
 
 log = logging.getLogger("sparkfield.text")

@@ -74,11 +74,20 @@ def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
     # terms are distinct within a row, so counting rows counts documents
     stats = pairs.groupBy("word").agg(F.sum("n").alias("count"),
                                       F.count(F.lit(1)).alias("documents"))
+    return top_vocabulary(stats, size, min_df)
+
+
+def top_vocabulary(stats: DataFrame, size: int, min_df: int = 1,
+                   stopwords: Sequence[str] = ()) -> DataFrame:
+    """The ``size`` most frequent words of ``stats`` (word, count, documents), ties by word:
+    word, count, documents, rank."""
+    if stopwords:
+        stats = stats.where(~F.col("word").isin(list(stopwords)))
     if min_df > 1:
         stats = stats.where(F.col("documents") >= min_df)
     top = stats.orderBy(F.desc("count"), "word").limit(size).collect()
     rows = [(r["word"], int(r["count"]), int(r["documents"]), i + 1) for i, r in enumerate(top)]
-    return terms.sparkSession.createDataFrame(
+    return stats.sparkSession.createDataFrame(
         rows, "word string, count long, documents long, rank int")
 
 
