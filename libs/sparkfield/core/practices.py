@@ -12,7 +12,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.report import RunReport
+from sparkfield.core.report import Stats
 
 
 def sample(df: DataFrame, fraction: float | None, seed: int = 42) -> DataFrame:
@@ -38,7 +38,7 @@ def cached(
     df: DataFrame,
     name: str = "df",
     level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK_DESER,
-    report: RunReport | None = None,
+    report: Stats | None = None,
 ) -> Iterator[DataFrame]:
     """Persist ``df`` with an explicit level, prime it with a count, always unpersist on exit.
 
@@ -54,9 +54,10 @@ def cached_rows(
     df: DataFrame,
     name: str = "df",
     level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK_DESER,
-    report: RunReport | None = None,
+    report: Stats | None = None,
 ) -> Iterator[tuple[DataFrame, int]]:
-    """:func:`cached` that yields ``(persisted frame, its row count)``."""
+    """:func:`cached` that yields ``(persisted frame, its row count)``; ``report`` (a
+    :class:`RunReport` or a compute step's :class:`Stats`) lists it under ``cached``."""
     lvl = storage_level(level)
     persisted = df.persist(lvl)
     try:
@@ -145,7 +146,7 @@ def skew_stats(sizes: Sequence[float]) -> dict[str, Any]:
 
 
 def skew_report(
-    df: DataFrame, name: str | None = None, report: RunReport | None = None
+    df: DataFrame, name: str | None = None, report: Stats | None = None
 ) -> dict[str, Any]:
     """Rows per partition of ``df`` (max / median); recorded in ``report`` under ``name``."""
     stats = skew_stats(partition_sizes(df))

@@ -17,12 +17,14 @@ from typing import Any
 log = logging.getLogger("sparkfield")
 
 
-@dataclass
-class RunReport:
-    job: str
-    params: dict[str, Any] = field(default_factory=dict)
-    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
-    status: str = "running"
+@dataclass(kw_only=True)
+class Stats:
+    """What a step of work measured, in the sections of the run report: counts, rejects, skew,
+    the frames it cached (name, storage level, rows), step timings and notes.
+
+    A job's pure ``compute`` fills one and returns it; ``run`` copies it into its
+    :class:`RunReport` with :meth:`RunReport.merge`."""
+
     steps: list[dict[str, Any]] = field(default_factory=list)
     inputs: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, int] = field(default_factory=dict)
@@ -51,6 +53,32 @@ class RunReport:
     def total_rejects(self) -> int:
         return sum(sum(v.values()) for v in self.rejects.values())
 
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        log.info(text)
+
+    def merge(self, other: Stats) -> None:
+        """Add what ``other`` measured (its notes were logged when they were made)."""
+        self.steps.extend(other.steps)
+        self.inputs.update(other.inputs)
+        self.outputs.update(other.outputs)
+        for source, by_reason in other.rejects.items():
+            self.add_rejects(source, by_reason)
+        self.counts.update(other.counts)
+        self.skew.update(other.skew)
+        self.cached.extend(other.cached)
+        self.notes.extend(other.notes)
+
+
+@dataclass
+class RunReport(Stats):
+    """A job's :class:`Stats` with its name, parameters, start time and final status."""
+
+    job: str
+    params: dict[str, Any] = field(default_factory=dict)
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    status: str = "running"
+
     def reject_fraction(self) -> tuple[int, float]:
         """(input rows, rejected rows / input rows)."""
         rows = sum(v for v in self.inputs.values() if isinstance(v, int))
@@ -66,10 +94,6 @@ class RunReport:
                 self.status = "too_many_rejects"
                 self.notes.append(f"{self.total_rejects} of {rows} input rows rejected "
                                   f"({fraction:.1%} > {float(max_reject_fraction):.1%})")
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-        log.info(text)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import logging
 import math
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark import Accumulator, StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, optional_output
 from sparkfield.core.practices import Checkpointer, cached, cached_rows
-from sparkfield.core.report import RunReport
+from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.geo import maps
 from sparkfield.geo.crs import UTM10N
@@ -137,11 +139,27 @@ def _default_partitions(spark: SparkSession) -> int:
     return max(2, 4 * spark.sparkContext.defaultParallelism)
 
 
+@dataclass
+class CoffeeShopComputed:
+    """What :func:`compute` returns. ``crimes`` and ``candidates`` are cached until the
+    ``stack`` given to compute closes, so the writer reads them from the cache."""
+
+    stations: pd.DataFrame
+    top: pd.DataFrame
+    rejects: DataFrame
+    stats: Stats
+    crimes: DataFrame | None = None
+    candidates: DataFrame | None = None
+    candidate_count: int = 0
+    in_search_count: int = 0
+
+
 def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
     """Run the search as ``cfg`` says; writes ``cfg.job.output`` atomically when set."""
     p = CoffeeShopParams.from_config(cfg)
     report = RunReport("coffee_shops", params=asdict(p))
     area = p.area
+    level = cfg.practices.storage_level
     check_lattice_size(p, 1)  # one station: refused before anything is read
     with report.step("read_inputs"):
         crime_in = read_crimes(spark, p.crimes, p.categories, p.ignored_types, area,
@@ -151,60 +169,83 @@ def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
     if stations_in.points.empty:
         raise InputError(f"{p.stations}: no usable station ({_why_empty(stations_in)})")
     check_lattice_size(p, len(stations_in.points))
-    # the crime file is parsed once: counts, search, rejects and maps all read this cache
-    with cached(crime_in.classified, "crime_rows", cfg.practices.storage_level, report):
-        return _run(spark, cfg, p, report, crime_in, stations_in, competitors_in)
-
-
-def _run(spark: SparkSession, cfg: Config, p: CoffeeShopParams, report: RunReport,
-         crime_in: CrimeInput, stations_in: PointInput, competitors_in: PointInput
-         ) -> CoffeeShopResult:
-    with report.step("count_inputs"):
-        outcomes = crime_in.outcome_counts()
-    report.inputs = {
-        "crimes": sum(outcomes.values()),
-        "stations": len(stations_in.points) + len(stations_in.rejects),
-        "competitors": len(competitors_in.points) + len(competitors_in.rejects),
-    }
-    report.counts["crimes_by_category"] = {k: v for k, v in outcomes.items() if ":" not in k}
-    if not report.counts["crimes_by_category"]:
-        raise InputError(f"{p.crimes}: no usable crime rows ({_why_no_crimes(outcomes)})")
-    report.counts["crimes_ignored_by_type"] = {
-        k.split(":", 1)[1]: v for k, v in outcomes.items() if k.startswith("ignored:")
-    }
-    report.counts["competitors_outside_city_filter"] = competitors_in.out_of_scope
-    report.add_rejects("crimes", {k.split(":", 1)[1]: v for k, v in outcomes.items()
-                                  if k.startswith("reject:")})
-    for src, pin in (("stations", stations_in), ("competitors", competitors_in)):
-        report.add_rejects(src, pin.rejects["reason"].value_counts().to_dict())
-    rejects = crime_in.rejects.unionByName(
-        rejects_frame(spark, pd.concat([stations_in.rejects, competitors_in.rejects],
-                                       ignore_index=True))
-    )
-
-    with report.step("stations"):
-        stations = evaluate_stations(stations_in.points, competitors_in.points,
-                                     p.competitor_radius_m)
-        eligible = stations[stations["eligible"]].reset_index(drop=True)
-    report.counts["stations_eligible"] = int(len(eligible))
-
-    result = CoffeeShopResult(top=_empty_top(p), stations=stations, candidates=None,
-                              rejects=rejects, report=report, output=p.output)
-    with optional_output(spark, p.output, "coffee_shops") as out:
-        if eligible.empty:
-            report.note("no eligible station: every station has a competitor within "
-                        f"{p.competitor_radius_m:g} m")
-        else:
-            with cached(crime_in.crimes, "crimes", cfg.practices.storage_level, report) as crimes:
-                _search_and_rank(spark, cfg, p, crimes, eligible, result, out)
-                if out is not None:
-                    result.extras["density"] = _density(crimes)
+    with optional_output(spark, p.output, "coffee_shops") as out, ExitStack() as stack:
+        # the crime file is parsed once: counts, search, rejects and maps all read this cache
+        stack.enter_context(cached(crime_in.classified, "crime_rows", level, report))
+        c = compute(spark, p, crime_in, stations_in, competitors_in, stack, level,
+                    cfg.practices.local_checkpoint)
+        report.merge(c.stats)
+        result = CoffeeShopResult(top=c.top, stations=c.stations, candidates=c.candidates,
+                                  rejects=c.rejects, report=report,
+                                  candidate_count=c.candidate_count,
+                                  in_search_count=c.in_search_count, output=p.output)
         if out is not None:
-            _write(spark, result, competitors_in.points, out)
+            _write(spark, result, c, competitors_in.points, out)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold,
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
+
+
+def compute(spark: SparkSession, p: CoffeeShopParams, crime_in: CrimeInput,
+            stations_in: PointInput, competitors_in: PointInput, stack: ExitStack,
+            level: str | StorageLevel = StorageLevel.MEMORY_AND_DISK_DESER,
+            local_checkpoint: bool = False) -> CoffeeShopComputed:
+    """The read inputs in; the eligible stations, the ranked locations, every candidate and
+    what was counted out. Writes nothing; the frames it caches live as long as ``stack``."""
+    stats = Stats()
+    with stats.step("count_inputs"):
+        counted = crime_in.outcome_counts()
+    outcomes = _by_kind(counted)
+    points = {"stations": stations_in, "competitors": competitors_in}
+    stats.inputs = {"crimes": sum(counted.values()),
+                    **{src: len(pin.points) + len(pin.rejects) for src, pin in points.items()}}
+    categories = outcomes.get("category", {})
+    if not categories:
+        raise InputError(f"{p.crimes}: no usable crime rows ({_why_no_crimes(counted)})")
+    stats.counts["crimes_by_category"] = categories
+    stats.counts["crimes_ignored_by_type"] = outcomes.get("ignored", {})
+    stats.counts["competitors_outside_city_filter"] = competitors_in.out_of_scope
+    stats.add_rejects("crimes", outcomes.get("reject", {}))
+    for src, pin in points.items():
+        stats.add_rejects(src, pin.rejects["reason"].value_counts().to_dict())
+    rejects = crime_in.rejects.unionByName(rejects_frame(spark, pd.concat(
+        [pin.rejects for pin in points.values()], ignore_index=True)))
+
+    with stats.step("stations"):
+        stations = evaluate_stations(stations_in.points, competitors_in.points,
+                                     p.competitor_radius_m)
+        eligible = stations[stations["eligible"]].reset_index(drop=True)
+    stats.counts["stations_eligible"] = int(len(eligible))
+    c = CoffeeShopComputed(stations=stations, top=_empty_top(p), rejects=rejects, stats=stats)
+    if eligible.empty:
+        stats.note("no eligible station: every station has a competitor within "
+                   f"{p.competitor_radius_m:g} m")
+        return c
+
+    c.crimes = stack.enter_context(cached(crime_in.crimes, "crimes", level, stats))
+    found, in_search = _search(spark, p, c.crimes, eligible, stats, local_checkpoint)
+    cands, n_candidates = stack.enter_context(cached_rows(found, "candidates", level, stats))
+    with stats.step("rank"):
+        top = rank(cands, p.top).toPandas()
+    c.candidates = cands
+    c.candidate_count = int(n_candidates)
+    c.in_search_count = int(in_search.value)
+    c.top = _describe_top(spark, p, top, c.crimes)
+    stats.counts["lattice_points_in_search"] = c.in_search_count
+    stats.outputs["candidates"] = c.candidate_count
+    stats.outputs["top_locations"] = int(len(c.top))
+    return c
+
+
+def _by_kind(outcomes: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Crime rows per outcome, split by kind: ``category``, ``ignored`` (by type) and
+    ``reject`` (by reason)."""
+    out: dict[str, dict[str, int]] = {}
+    for key, n in outcomes.items():
+        kind, name = key.split(":", 1) if ":" in key else ("category", key)
+        out.setdefault(kind, {})[name] = n
+    return out
 
 
 def _why_empty(points: PointInput) -> str:
@@ -252,31 +293,34 @@ def _empty_top(p: CoffeeShopParams) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
 
 
-def _search_and_rank(
-    spark: SparkSession, cfg: Config, p: CoffeeShopParams, crimes: DataFrame,
-    eligible: pd.DataFrame, result: CoffeeShopResult, out: AtomicOutput | None,
-) -> None:
-    report = result.report
+def _search(spark: SparkSession, p: CoffeeShopParams, crimes: DataFrame,
+            eligible: pd.DataFrame, stats: Stats, local_checkpoint: bool
+            ) -> tuple[DataFrame, Accumulator[int]]:
+    """Every candidate of the last search level, and the lattice points that level had in
+    reach (counted as the candidates are computed)."""
     parts = int(p.tile_partitions or _default_partitions(spark))
     steps = [p.grid_step_m, *p.refine]
-    checkpoint = Checkpointer(every=1, local=cfg.practices.local_checkpoint)
+    checkpoint = Checkpointer(every=1, local=local_checkpoint)
     boxes = None
     candidates = None
     for level, step in enumerate(steps):
-        # lattice points in reach at this level (the last level's is the one reported)
         in_search = spark.sparkContext.accumulator(0)
         label = f"level{level}_step{step:g}m" if len(steps) > 1 else "search"
-        with report.step(f"search_{label}"):
-            found, stats = search_with_stats(spark, crimes, eligible, p.search_radius_m,
-                                             p.exclude_m, step, p.tile_cells, parts, boxes,
-                                             in_search)
-            stats.to_report(report, label)
+        with stats.step(f"search_{label}"):
+            found, measured = search_with_stats(spark, crimes, eligible, p.search_radius_m,
+                                                p.exclude_m, step, p.tile_cells, parts, boxes,
+                                                in_search)
+            for name, skew in measured.skew.items():
+                stats.skew[f"{label}.{name}"] = skew
+            if measured.tiles:
+                stats.counts[f"{label}.tiles"] = measured.tiles
+                stats.counts[f"{label}.crime_tile_rows"] = measured.crime_tile_rows
             found = with_station_names(found, eligible, spark)
             if level < len(steps) - 1:
                 # coarse level: keep the best cells and look again, finer, around them
                 found = checkpoint(found, level + 1)
                 best = rank(found, p.refine_keep).select("x", "y").collect()
-                report.counts[f"{label}.candidates"] = found.count()
+                stats.counts[f"{label}.candidates"] = found.count()
                 boxes = [(r["x"] - step, r["y"] - step, r["x"] + step, r["y"] + step)
                          for r in best]
                 if not boxes:
@@ -285,20 +329,7 @@ def _search_and_rank(
             else:
                 candidates = found
     assert candidates is not None
-    with cached_rows(candidates, "candidates", cfg.practices.storage_level,
-                     report) as (cands, n_candidates):
-        with report.step("rank"):
-            top = rank(cands, p.top).toPandas()
-        result.candidate_count = int(n_candidates)
-        result.in_search_count = int(in_search.value)
-        result.top = _describe_top(spark, p, top, crimes)
-        if out is not None:
-            with report.step("write_candidates"):
-                out.write_parquet("candidates", cands)
-    report.counts["lattice_points_in_search"] = result.in_search_count
-    report.outputs["candidates"] = result.candidate_count
-    report.outputs["top_locations"] = int(len(result.top))
-    result.candidates = candidates
+    return candidates, in_search
 
 
 def _describe_top(spark: SparkSession, p: CoffeeShopParams, top: pd.DataFrame,
@@ -330,11 +361,16 @@ def _density(crimes: DataFrame) -> pd.DataFrame:
     )
 
 
-def _write(spark: SparkSession, result: CoffeeShopResult, competitors: pd.DataFrame,
-           out: AtomicOutput) -> None:
+def _write(spark: SparkSession, result: CoffeeShopResult, c: CoffeeShopComputed,
+           competitors: pd.DataFrame, out: AtomicOutput) -> None:
     report = result.report
+    if c.candidates is not None:
+        with report.step("write_candidates"):
+            out.write_parquet("candidates", c.candidates)
+    if c.crimes is not None:
+        result.extras["density"] = _density(c.crimes)
     with report.step("write_outputs"):
-        if result.candidates is None:
+        if c.candidates is None:
             out.write_parquet("candidates", spark.createDataFrame(
                 [], "x double, y double, station string, station_id int, distance_m double"))
         out.write_csv("top_locations.csv", result.top)
