@@ -4,9 +4,8 @@ package (the same file as in the shared data set)."""
 import pandas as pd
 import pytest
 
-from sparkfield.core.report import RunReport
 from sparkfield.geo.inputs import StudyArea, bundled, read_crimes, read_stations
-from sparkfield.geo.search import evaluate_stations, search
+from sparkfield.geo.search import evaluate_stations, search_with_stats
 
 from .oracle import brute_force
 
@@ -43,13 +42,13 @@ def test_spark_search_equals_brute_force(spark, real, names, step, radius, exclu
     crimes, stations = real
     chosen = evaluate_stations(stations[stations["name"].isin(names)], pd.DataFrame(
         columns=["name", "x", "y"]), 0.0).reset_index(drop=True)
-    report = RunReport("t")
-    got = search(spark, crimes, chosen, radius, exclude, step, tile_cells=32, partitions=5,
-                 report=report).toPandas().sort_values(["x", "y"]).reset_index(drop=True)
+    found, stats = search_with_stats(spark, crimes, chosen, radius, exclude, step, tile_cells=32,
+                                     partitions=5)
+    got = found.toPandas().sort_values(["x", "y"]).reset_index(drop=True)
     want = brute_force(chosen, crimes.toPandas(), step, radius, exclude)
     want = want.sort_values(["x", "y"]).reset_index(drop=True)
     assert len(got) > 100
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
-    bal = report.skew["search.partition_cost_balanced"]["ratio"]
-    unbal = report.skew["search.partition_cost_unbalanced"]["ratio"]
+    bal = stats.skew["partition_cost_balanced"]["ratio"]
+    unbal = stats.skew["partition_cost_unbalanced"]["ratio"]
     assert bal <= unbal

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +18,7 @@ from sparkfield.core.io import InputError
 from sparkfield.text import run
 from sparkfield.text.request import REASONS
 from tests.conftest import WIKI_PAGES as PAGES
+from tests.text.http_site import QuietHandler
 
 FETCH = {"delay_s": 0.05, "backoff_s": 0.1, "max_retries": 2, "connect_timeout_s": 2,
          "read_timeout_s": 1, "max_redirects": 4, "max_bytes": 400_000,
@@ -33,20 +34,7 @@ class Site:
 
 
 def make_handler(site: Site):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # quiet
-            pass
-
-        def _send(self, code, body=b"", ctype="text/html; charset=utf-8", headers=None):
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            if body:
-                self.wfile.write(body)
-
+    class Handler(QuietHandler):
         def do_GET(self):  # noqa: N802
             start = time.monotonic()
             path = self.path

@@ -224,28 +224,6 @@ def search_with_stats(
     return found, stats
 
 
-def search(
-    spark: SparkSession,
-    crimes: DataFrame,
-    stations: pd.DataFrame,
-    radius_m: float,
-    exclude_m: dict[str, float],
-    step: float,
-    tile_cells: int,
-    partitions: int,
-    boxes: Sequence[tuple[float, float, float, float]] | None = None,
-    report: RunReport | None = None,
-    label: str = "search",
-    in_search: Accumulator[int] | None = None,
-) -> DataFrame:
-    """:func:`search_with_stats`, its stats added to ``report`` under ``label``."""
-    found, stats = search_with_stats(spark, crimes, stations, radius_m, exclude_m, step,
-                                     tile_cells, partitions, boxes, in_search)
-    if report is not None:
-        stats.to_report(report, label)
-    return found
-
-
 def with_station_names(
     candidates: DataFrame, stations: pd.DataFrame, spark: SparkSession
 ) -> DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,15 +122,12 @@ def _parse_text(text: str, base: Path | str, origin: str) -> Mapping:
     return parse_mapping(doc, base=base, origin=origin)
 
 
-def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>"
-                  ) -> Mapping:
-    if not isinstance(doc, dict):
-        raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
-    sources, views = parse_sources(doc, base, origin)
+def activity_entries(doc: dict, origin: str) -> Iterator[tuple[int, dict, str]]:
+    """``(position, entry, where)`` for each entry of ``activities``, after the checks that
+    both mapping forms share (a non-empty list of mappings, each naming its activity once)."""
     raw_acts = doc.get("activities") or []
     if not isinstance(raw_acts, list) or not raw_acts:
         raise MappingError(f"{origin}: 'activities' must list at least one activity")
-    acts = []
     for i, a in enumerate(raw_acts):
         where = f"{origin}: activity #{i + 1}"
         if not isinstance(a, dict):
@@ -137,6 +135,16 @@ def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inli
         if bool(a.get("name")) == bool(a.get("activity")):
             raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
                                "(expression)")
+        yield i, a, where
+
+
+def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>"
+                  ) -> Mapping:
+    if not isinstance(doc, dict):
+        raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
+    sources, views = parse_sources(doc, base, origin)
+    acts = []
+    for i, a, where in activity_entries(doc, origin):
         label = a.get("name") or a.get("activity")
         for key in ("source", "case_id", "timestamp"):
             if not a.get(key):

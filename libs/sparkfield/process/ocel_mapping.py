@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkfield.process.mapping import MappingError, Source, parse_sources
+from sparkfield.process.mapping import MappingError, Source, activity_entries, parse_sources
 
 
 @dataclass(frozen=True)
@@ -163,17 +163,8 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
                                f"(types: {', '.join(types)})")
         return str(t)
 
-    raw_acts = doc.get("activities") or []
-    if not isinstance(raw_acts, list) or not raw_acts:
-        raise MappingError(f"{origin}: 'activities' must list at least one activity")
     acts = []
-    for i, a in enumerate(raw_acts):
-        where = f"{origin}: activity #{i + 1}"
-        if not isinstance(a, dict):
-            raise MappingError(f"{where}: must be a mapping")
-        if bool(a.get("name")) == bool(a.get("activity")):
-            raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
-                               "(expression)")
+    for i, a, where in activity_entries(doc, origin):
         where = f"{where} ({a.get('name') or a.get('label') or a.get('activity')})"
         if "case_id" in a:
             raise MappingError(f"{where}: an object-centric mapping relates events to "
