@@ -4,11 +4,14 @@ habit of sending the driver's stderr to stdout."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import re
 import socket
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sparkfield.core.conf import Config
 from sparkfield.core.io import InputError
@@ -42,9 +45,59 @@ def _java_chain(exc: BaseException) -> list[str]:
     return out
 
 
+# the last line of a Python traceback an executor sent back: module.Class: message
+_RAISED = re.compile(r"^(sparkfield(?:\.\w+)+)\.(\w+): (.+)$", re.MULTILINE)
+
+
+def executor_input_error(exc: BaseException) -> InputError | None:
+    """The :class:`InputError` that code running in an executor raised (a reader that parses
+    there), rebuilt on the driver, or None."""
+    for module, name, message in _RAISED.findall(str(exc)):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and issubclass(cls, InputError):
+            return cls(message.strip())
+    return None
+
+
+Fn = TypeVar("Fn", bound=Callable[..., Any])
+
+
+def raises_input_errors(fn: Fn) -> Fn:
+    """``fn`` raising :class:`InputError` for bad input found by the executors too: their
+    own input errors come back as themselves, a source Spark could not read as one line."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except InputError:
+            raise
+        except Exception as exc:
+            rebuilt = executor_input_error(exc)
+            if rebuilt is not None:
+                raise rebuilt from None
+            reason = _read_failure(exc)
+            if reason is not None:
+                raise InputError(reason) from None
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
 def spark_input_error(exc: BaseException) -> str | None:
-    """A one-line reason when ``exc`` is Spark failing on a malformed source (naming the file),
-    else None: then it is an internal failure and its trace is logged."""
+    """A one-line reason when ``exc`` is Spark failing on a malformed source (naming the file)
+    or an executor's input error, else None: then it is an internal failure and its trace is
+    logged."""
+    rebuilt = executor_input_error(exc)
+    if rebuilt is not None:
+        return str(rebuilt)
+    return _read_failure(exc)
+
+
+def _read_failure(exc: BaseException) -> str | None:
     text = str(exc)
     chain = _java_chain(exc)
     every = "\n".join([text, *chain])

@@ -44,6 +44,23 @@ def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     return fs, jpath
 
 
+def append_parts(spark: SparkSession, parts_dir: str, out: Any) -> None:
+    """Spark's ``part-*`` files under ``parts_dir``, in order, copied onto the open Hadoop
+    output stream ``out`` by the JVM (the bytes never pass through Python); the folder is then
+    deleted."""
+    jvm = spark.sparkContext._jvm
+    fs, jparts = hadoop_fs(spark, parts_dir)
+    names = sorted(s.getPath().getName() for s in fs.listStatus(jparts)
+                   if s.getPath().getName().startswith("part-"))
+    for name in names:
+        stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts_dir}/{name}"))
+        try:
+            jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
+        finally:
+            stream.close()
+    fs.delete(jparts, True)
+
+
 def path_exists(spark: SparkSession, path: str) -> bool:
     fs, jpath = hadoop_fs(spark, path)
     return bool(fs.exists(jpath))
@@ -55,11 +72,14 @@ def require_path(spark: SparkSession, path: str, what: str) -> None:
         raise InputError(f"{what} not found: {path}")
 
 
-def read_bytes(spark: SparkSession, path: str) -> bytes:
-    """The whole content of a small file from any Hadoop filesystem, read on the driver."""
+def read_bytes(spark: SparkSession, path: str, last: int | None = None) -> bytes:
+    """The whole content of a small file from any Hadoop filesystem, or its ``last`` bytes,
+    read on the driver."""
     fs, jpath = hadoop_fs(spark, path)
     stream = fs.open(jpath)
     try:
+        if last is not None:
+            stream.seek(max(0, fs.getFileStatus(jpath).getLen() - last))
         jvm = spark.sparkContext._jvm
         data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
     finally:

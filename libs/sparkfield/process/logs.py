@@ -21,7 +21,7 @@ from sparkfield.process.schema import (
     SRC_ORDER,
     TIMESTAMP,
 )
-from sparkfield.process.xes import read_xes
+from sparkfield.process.xes_split import read_xes
 
 
 @dataclass(frozen=True)

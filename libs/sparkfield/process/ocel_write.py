@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.io import hadoop_fs
+from sparkfield.core.io import append_parts, hadoop_fs
 from sparkfield.process.ocel import (
     E2O_EVENT,
     E2O_OBJECT,
@@ -128,7 +128,6 @@ def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataF
                   scratch: str) -> None:
     """Literal texts and DataFrames (one ``line`` column, already ordered, written by the
     executors) concatenated into one file."""
-    jvm = spark.sparkContext._jvm
     tfs, jtarget = hadoop_fs(spark, target)
     out = tfs.create(jtarget, True)
     try:
@@ -138,16 +137,7 @@ def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataF
                 continue
             parts = f"{scratch}/piece-{i}"
             piece.write.mode("overwrite").text(parts)
-            fs, jparts = hadoop_fs(spark, parts)
-            names = sorted(s.getPath().getName() for s in fs.listStatus(jparts)
-                           if s.getPath().getName().startswith("part-"))
-            for name in names:
-                stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts}/{name}"))
-                try:
-                    jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
-                finally:
-                    stream.close()
-            fs.delete(jparts, True)
+            append_parts(spark, parts, out)
     finally:
         out.close()
     fs, jscratch = hadoop_fs(spark, scratch)

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import InputError, hadoop_fs
+from sparkfield.core.io import InputError, append_parts, hadoop_fs
 from sparkfield.process.events import RAW_TS
 from sparkfield.process.schema import (
     ACTIVITY,
@@ -71,73 +71,89 @@ def _local(tag: object) -> str:
     return tag.rpartition("}")[2] if isinstance(tag, str) else ""
 
 
-def iter_xes(path: str, chunk: int = 50_000) -> Iterator[pd.DataFrame]:
-    """Events of an XES file in file order, ``chunk`` rows at a time.
+def xes_rows(fh: IO[bytes], path: str, line_offset: int = 0) -> Iterator[list[Any]]:
+    """Event rows ``[case, activity, time, resource, lifecycle, attributes]`` of the XES
+    document ``fh``, in document order (each trace's rows once its case name is known).
 
     Only ``end`` events are handled: an event's attributes are its direct children (nested
     attribute values are not flattened), and the trace name may come before or after its
-    events. Finished elements are cleared, so memory stays bounded by one trace."""
+    events. Finished elements are cleared, so memory stays bounded by one trace. Errors name
+    the line, ``line_offset`` added (a document cut from a larger file)."""
     from lxml import etree
 
+    pending: list[list[Any]] = []  # the current trace's events
+    try:
+        for _, el in etree.iterparse(fh, events=("end",), huge_tree=True,
+                                     resolve_entities=False, no_network=True):
+            tag = _local(el.tag)
+            if tag == "event":
+                parent = el.getparent()
+                if parent is None or _local(parent.tag) != "trace":
+                    raise XesError(f"{path}: line {el.sourceline + line_offset}: <event> "
+                                   "outside <trace>")
+                std: dict[str, Any] = {}
+                attrs: dict[str, Any] = {}
+                for child in el:
+                    if _local(child.tag) in _TYPES:
+                        key = child.get("key")
+                        if key is None:
+                            continue
+                        slot = _STD.get(key)
+                        if slot:
+                            std[slot] = child.get("value")
+                        else:
+                            attrs[key] = child.get("value")
+                pending.append([None, std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE),
+                                std.get(LIFECYCLE), attrs or None])
+                el.clear(keep_tail=False)
+            elif tag == "trace":
+                case = None
+                for child in el:
+                    if _local(child.tag) in _TYPES and child.get("key") == "concept:name":
+                        case = child.get("value")
+                        break
+                if case is None:
+                    raise XesError(f"{path}: line {el.sourceline + line_offset}: <trace> "
+                                   "without concept:name")
+                for r in pending:
+                    r[0] = case
+                yield from pending
+                pending = []
+                el.clear(keep_tail=False)
+                while el.getprevious() is not None:
+                    del el.getparent()[0]
+    except etree.XMLSyntaxError as exc:
+        raise XesError(f"{path}: line {exc.lineno + line_offset}: malformed XML: "
+                       f"{exc.msg}") from None
+    if pending:
+        raise XesError(f"{path}: events after the last complete <trace>")
+
+
+def iter_xes(path: str, chunk: int = 50_000) -> Iterator[pd.DataFrame]:
+    """Events of an XES file in file order, ``chunk`` rows at a time, read in this process
+    (see :func:`xes_rows`); ``row_order`` numbers the events in file order."""
     rows: list[list[Any]] = []
-    trace_start = 0  # index in ``rows`` of the current trace's first event
     order = 0
     with _open(path) as fh:
         try:
-            for _, el in etree.iterparse(fh, events=("end",), huge_tree=True,
-                                         resolve_entities=False, no_network=True):
-                tag = _local(el.tag)
-                if tag == "event":
-                    parent = el.getparent()
-                    if parent is None or _local(parent.tag) != "trace":
-                        raise XesError(f"{path}: line {el.sourceline}: <event> outside <trace>")
-                    std: dict[str, Any] = {}
-                    attrs: dict[str, Any] = {}
-                    for child in el:
-                        if _local(child.tag) in _TYPES:
-                            key = child.get("key")
-                            if key is None:
-                                continue
-                            slot = _STD.get(key)
-                            if slot:
-                                std[slot] = child.get("value")
-                            else:
-                                attrs[key] = child.get("value")
-                    rows.append([None, std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE),
-                                 std.get(LIFECYCLE), attrs or None, order])
-                    order += 1
-                    el.clear(keep_tail=False)
-                elif tag == "trace":
-                    case = None
-                    for child in el:
-                        if _local(child.tag) in _TYPES and child.get("key") == "concept:name":
-                            case = child.get("value")
-                            break
-                    if case is None:
-                        raise XesError(f"{path}: line {el.sourceline}: <trace> without "
-                                       "concept:name")
-                    for r in rows[trace_start:]:
-                        r[0] = case
-                    el.clear(keep_tail=False)
-                    while el.getprevious() is not None:
-                        del el.getparent()[0]
-                    if len(rows) >= chunk:
-                        yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
-                        rows = []
-                    trace_start = len(rows)
-        except etree.XMLSyntaxError as exc:
-            raise XesError(f"{path}: line {exc.lineno}: malformed XML: {exc.msg}") from None
+            for row in xes_rows(fh, path):
+                row.append(order)
+                order += 1
+                rows.append(row)
+                if len(rows) >= chunk:
+                    yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
+                    rows = []
         except (EOFError, OSError, zlib.error) as exc:
             raise XesError(f"{path}: truncated or corrupt gzip file after {order} events "
                            f"({exc})") from None
-    if len(rows) > trace_start:
-        raise XesError(f"{path}: events after the last complete <trace>")
     if rows:
         yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
 
 
-def read_xes(spark: SparkSession, path: str) -> DataFrame:
-    """Raw event rows (strings) of an XES log, to be parsed and validated like any source."""
+def read_xes_on_driver(spark: SparkSession, path: str) -> DataFrame:
+    """Raw event rows (strings) of an XES log read by the driver alone (the whole log passes
+    through its memory): the reference for :func:`sparkfield.process.xes_split.read_xes`,
+    and the reader for logs that are not UTF-8."""
     local, temporary = _local_copy(spark, path)
     try:
         frames = list(iter_xes(local))
@@ -205,26 +221,14 @@ XES_FOOTER = "</log>\n"
 def concat_gzip_parts(spark: SparkSession, parts_dir: str, target: str, header: str,
                       footer: str) -> None:
     """Header member + Spark's gzip part files in order + footer member -> one file."""
-    fs, jparts = hadoop_fs(spark, parts_dir)
-    names = sorted(
-        s.getPath().getName() for s in fs.listStatus(jparts)
-        if s.getPath().getName().startswith("part-")
-    )
-    jvm = spark.sparkContext._jvm
     tfs, jtarget = hadoop_fs(spark, target)
     out = tfs.create(jtarget, True)
     try:
         out.write(bytearray(gzip.compress(header.encode("utf-8"), mtime=0)))
-        for name in names:
-            stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts_dir}/{name}"))
-            try:
-                jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
-            finally:
-                stream.close()
+        append_parts(spark, parts_dir, out)
         out.write(bytearray(gzip.compress(footer.encode("utf-8"), mtime=0)))
     finally:
         out.close()
-    fs.delete(jparts, True)
 
 
 def write_xes_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
