@@ -4,18 +4,19 @@ and ``process_mining`` (the views of an existing log)."""
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, optional_output
 from sparkfield.core.practices import cached, cached_rows
-from sparkfield.core.report import RunReport
+from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.process import process_map, xes
 from sparkfield.process.events import (
@@ -152,50 +153,73 @@ def _params(p: ProcessParams) -> dict[str, Any]:
     return d
 
 
-def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source,
+@dataclass
+class ProcessComputed:
+    """What :func:`compute` returns. ``events`` and the rows behind ``rejects`` stay cached
+    until the ``stack`` given to compute closes, so the writer reads them from the cache."""
+
+    events: DataFrame
+    views: Views
+    small: dict[str, pd.DataFrame]  # dfg, activities, start and end activities, collected
+    rejects: DataFrame
+    stats: Stats
+
+
+def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: ProcessParams,
+            stack: ExitStack, input_name: str | None = None) -> ProcessComputed:
+    """Classified rows in (``src_order`` names the source in ``labels``, ``source`` is the
+    rejects' source column); the good events, their views, the rejects and what was counted
+    out. Writes nothing; raises InputError when no row is a usable event."""
+    stats = Stats()
+    rows = stack.enter_context(cached(classified, "classified_rows", report=stats))
+    with stats.step("validate"):
+        counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
+    _account(stats, counts, labels)
+    _require_events(stats, input_name)
+    events = with_classifier(good_events(rows), p.classifier)
+    ev, n_events = stack.enter_context(cached_rows(events, "events", report=stats))
+    seqs, n_cases = stack.enter_context(cached_rows(case_sequences(ev), "case_sequences",
+                                                    report=stats))
+    _report_suspicious(stats, ev, p)
+    with stats.step("views"):
+        views = compute_views(ev, seqs, n_cases)
+        small = {
+            "dfg": views.dfg.toPandas(),
+            "activities": views.activities.toPandas(),
+            "start_activities": views.start_activities.toPandas(),
+            "end_activities": views.end_activities.toPandas(),
+        }
+    stats.counts["cases"] = n_cases
+    stats.counts["variants"] = views.variants.count()
+    stats.outputs["events"] = n_events
+    return ProcessComputed(events=ev, views=views, small=small,
+                           rejects=event_rejects(rows, source), stats=stats)
+
+
+def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source: Column,
             report: RunReport, labels: dict[int, str], skew_ratio: float,
             max_reject_fraction: float | None, input_name: str | None) -> ProcessResult:
-    with optional_output(spark, p.output, report.job) as out:
-        with cached(classified, "classified_rows", report=report) as rows:
-            with report.step("validate"):
-                counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
-            _account(report, counts, labels)
-            _require_events(report, input_name)
-            events = with_classifier(good_events(rows), p.classifier)
-            with cached_rows(events, "events", report=report) as (ev, n_events), \
-                    cached_rows(case_sequences(ev), "case_sequences",
-                                report=report) as (seqs, n_cases):
-                _report_suspicious(report, ev, p)
-                with report.step("views"):
-                    views = compute_views(ev, seqs, n_cases)
-                    small = {
-                        "dfg": views.dfg.toPandas(),
-                        "activities": views.activities.toPandas(),
-                        "start_activities": views.start_activities.toPandas(),
-                        "end_activities": views.end_activities.toPandas(),
-                    }
-                report.counts["cases"] = n_cases
-                report.counts["variants"] = views.variants.count()
-                report.outputs["events"] = n_events
-                result = ProcessResult(events=events, views=small, report=report,
-                                       rejects=report.total_rejects, output=p.output)
-                result.extras["views"] = views
-                if out is not None:
-                    _write(spark, p, out, ev, views, small, event_rejects(rows, source),
-                           report)
+    with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
+        c = compute(classified, source, labels, p, stack, input_name)
+        report.merge(c.stats)
+        result = ProcessResult(events=c.events, views=c.small, report=report,
+                               rejects=report.total_rejects, output=p.output)
+        result.extras["views"] = c.views
+        if out is not None:
+            _write(spark, p, out, c, report)
         publish(spark, out, report, skew_ratio, max_reject_fraction)
     log.info(report.summary())
     return result
 
 
-def _require_events(report: RunReport, input_name: str | None) -> None:
+def _require_events(stats: Stats, input_name: str | None) -> None:
     """No usable event at all is bad input (exit 2), not an empty result."""
-    good = sum(s["events"] for s in report.counts["by_source"].values())
+    good = sum(s["events"] for s in stats.counts["by_source"].values())
     if good:
         return
-    total = report.inputs.get("rows", 0)
+    total = stats.inputs.get("rows", 0)
     reasons: dict[str, int] = {}
-    for by_reason in report.rejects.values():
+    for by_reason in stats.rejects.values():
         for reason, n in by_reason.items():
             reasons[reason] = reasons.get(reason, 0) + n
     why = ", ".join(f"{r}={n}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
@@ -203,23 +227,23 @@ def _require_events(report: RunReport, input_name: str | None) -> None:
     raise InputError(f"{input_name or 'input'}: no usable events ({detail})")
 
 
-def _report_suspicious(report: RunReport, events: DataFrame, p: ProcessParams) -> None:
+def _report_suspicious(stats: Stats, events: DataFrame, p: ProcessParams) -> None:
     """Events with implausible dates are kept (as pm4py and Disco keep them) and reported."""
     after = p.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    with report.step("suspicious_timestamps"):
+    with stats.step("suspicious_timestamps"):
         odd = suspicious_timestamps(events, p.suspect_before, after)
-    report.counts["suspicious_timestamps"] = odd
+    stats.counts["suspicious_timestamps"] = odd
     if odd["events"]:
         examples = "; ".join(f"case {e[CASE]} {e[ACTIVITY]} at {e[TIMESTAMP]}"
                              for e in odd["examples"][:3])
         text = (f"{odd['events']} event(s) in {odd['cases']} case(s) dated outside "
                 f"{p.suspect_before} .. {after} (from {odd['first']} to {odd['last']}), kept: "
                 f"{examples}. Set min_timestamp/max_timestamp to reject them")
-        report.notes.append(text)
+        stats.notes.append(text)
         log.warning(text)
 
 
-def _account(report: RunReport, counts: list, labels: dict[int, str]) -> None:
+def _account(stats: Stats, counts: list, labels: dict[int, str]) -> None:
     per_source: dict[str, dict[str, int]] = {}
     total = 0
     for r in counts:
@@ -230,14 +254,14 @@ def _account(report: RunReport, counts: list, labels: dict[int, str]) -> None:
         if r[REASON] is None:
             slot["events"] += r["count"]
         else:
-            report.add_rejects(label, {r[REASON]: r["count"]})
-    report.inputs["rows"] = total
-    report.counts["by_source"] = per_source
+            stats.add_rejects(label, {r[REASON]: r["count"]})
+    stats.inputs["rows"] = total
+    stats.counts["by_source"] = per_source
 
 
-def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, ev: DataFrame,
-           views: Views, small: dict[str, pd.DataFrame], rejects: DataFrame,
+def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, c: ProcessComputed,
            report: RunReport) -> None:
+    ev, views, small = c.events, c.views, c.small
     with report.step("write_events"):
         out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
                           .drop(SRC_ORDER))  # each case's events in event order
@@ -267,6 +291,6 @@ def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, ev: DataFra
                 report.note(f"process_map.svg not written: {exc}")
                 log.warning("process_map.svg not written: %s", exc)
     with report.step("write_rejects"):
-        out.write_parquet("rejects", rejects, partitions=1)
+        out.write_parquet("rejects", c.rejects, partitions=1)
     report.outputs["dfg_arcs"] = len(small["dfg"])
     report.outputs["activities"] = len(small["activities"])
