@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
+from sparkfield.core.errors import raises_input_errors
 from sparkfield.core.io import AtomicOutput, InputError, optional_output
 from sparkfield.core.practices import cached, cached_rows
 from sparkfield.core.report import RunReport, Stats
@@ -108,6 +109,7 @@ class ProcessResult:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+@raises_input_errors
 def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
     p = ProcessParams.from_config(cfg)
     if not p.mapping:
@@ -133,6 +135,7 @@ def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
                    p.mapping)
 
 
+@raises_input_errors
 def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
     p = ProcessParams.from_config(cfg)
     if not p.log:
