@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import (
-    AtomicOutput,
     InputError,
     hadoop_fs,
     optional_output,
@@ -22,8 +21,15 @@ from sparkfield.core.io import (
     read_bytes,
     require_path,
 )
-from sparkfield.core.practices import balance, cached, partition_keys, sample, skew_stats
-from sparkfield.core.report import RunReport
+from sparkfield.core.practices import (
+    balance,
+    cached,
+    cached_rows,
+    partition_keys,
+    sample,
+    skew_stats,
+)
+from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.text.charset import REPLACEMENT
@@ -203,8 +209,9 @@ def pages_from_html_dir(spark: SparkSession, path: str, fraction: float | None =
 
 
 def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
-                report: RunReport) -> DataFrame:
-    """Fetch ``urls`` with every host pinned to one partition, hosts packed by URL count."""
+                stats: Stats) -> DataFrame:
+    """Fetch ``urls`` with every host pinned to one partition, hosts packed by URL count;
+    the host counts and skew go into ``stats``."""
     host = F.lower(F.concat_ws("://", F.expr("try_parse_url(url, 'PROTOCOL')"),
                                F.expr("try_parse_url(url, 'AUTHORITY')")))
     with_host = urls.select(*urls.columns, F.coalesce(host, F.lit("")).alias("host"))
@@ -220,14 +227,14 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
     loads = [0] * parts
     for h, b in zip(hosts, bins, strict=True):
         loads[b] += counts[h]
-    report.skew["fetch.urls_per_host"] = skew_stats(list(counts.values()))
-    report.skew["fetch.urls_per_partition"] = skew_stats(loads)
-    report.counts["hosts"] = len(hosts)
+    stats.skew["fetch.urls_per_host"] = skew_stats(list(counts.values()))
+    stats.skew["fetch.urls_per_partition"] = skew_stats(loads)
+    stats.counts["hosts"] = len(hosts)
     if max(loads) > 2 * (sum(loads) / parts):
         top = max(counts, key=counts.get)
-        report.note(f"host skew: {top} has {counts[top]} URLs; politeness allows one request "
-                    f"at a time per host, so it bounds the fetch time at about "
-                    f"{counts[top] * p.fetch.delay_s:.0f}s")
+        stats.note(f"host skew: {top} has {counts[top]} URLs; politeness allows one request "
+                   f"at a time per host, so it bounds the fetch time at about "
+                   f"{counts[top] * p.fetch.delay_s:.0f}s")
     placement = spark.createDataFrame(
         [(h, keys[b]) for h, b in zip(hosts, bins, strict=True)], "host string, pkey int")
     placed = with_host.join(F.broadcast(placement), "host")
@@ -235,91 +242,112 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
         fetch_batches(p.fetch), PAGES_SCHEMA)
 
 
-def _collect_pages(spark: SparkSession, p: BagOfWordsParams, report: RunReport) -> DataFrame:
+def _collect_pages(spark: SparkSession, p: BagOfWordsParams) -> tuple[DataFrame, Stats]:
+    """The pages of the configured source (fetched as they are first read) and what reading
+    them counted."""
+    stats = Stats()
     if p.pages:
         require_path(spark, p.pages, "pages")
         pages = conform_pages(sample(spark.read.parquet(p.pages), p.sample, p.seed))
-        report.inputs["pages"] = pages.count()
-        return pages
+        stats.inputs["pages"] = pages.count()
+        return pages, stats
     if p.html_dir:
-        pages, report.inputs["html_files"], hidden = pages_from_html_dir(
+        pages, stats.inputs["html_files"], hidden = pages_from_html_dir(
             spark, p.html_dir, p.sample, p.seed)
         if hidden:
-            report.counts["hidden_files_skipped"] = hidden
-            report.note(f"{hidden} hidden file(s) under {p.html_dir} (dot files, folders "
-                        "starting with . or _) were not read")
-        return pages
+            stats.counts["hidden_files_skipped"] = hidden
+            stats.note(f"{hidden} hidden file(s) under {p.html_dir} (dot files, folders "
+                       "starting with . or _) were not read")
+        return pages, stats
     urls = sample(read_url_list(spark, p.urls), p.sample, p.seed)
     n_lines = urls.count()
     urls = urls.dropDuplicates(["url"])
     n_unique = urls.count()
-    report.inputs["urls"] = n_lines
-    report.counts["duplicate_urls"] = n_lines - n_unique
+    stats.inputs["urls"] = n_lines
+    stats.counts["duplicate_urls"] = n_lines - n_unique
     previous = None
     if p.output and not p.refresh and path_exists(spark, f"{p.output}/pages"):
         previous = spark.read.parquet(f"{p.output}/pages").join(urls, "url", "left_semi")
         previous = previous.where(F.col("error").isNull() & (F.col("status") == 200))
         previous = previous.localCheckpoint()  # the old output is replaced by this run
     if previous is None:
-        return fetch_pages(spark, urls, p, report)
+        return fetch_pages(spark, urls, p, stats), stats
     # stored pages are revalidated (conditional requests), the others fetched
-    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, report), report)
+    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats), stats
+
+
+@dataclass
+class BagOfWordsComputed:
+    """What :func:`compute` returns. The documents, sentences and term counts stay cached
+    until the ``stack`` given to compute closes, so the writer reads them from the cache."""
+
+    documents: DataFrame  # every parsed page, errors included
+    terms: DataFrame  # term counts of every good document
+    counted: DataFrame  # the term rows the vocabulary counts (near-duplicates left out)
+    word_stats: DataFrame
+    vocabulary: pd.DataFrame
+    duplicates: pd.DataFrame
+    rejects: DataFrame
+    sentence_vectors: DataFrame
+    document_vectors: DataFrame
+    stats: Stats
 
 
 def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
     p = BagOfWordsParams.from_config(cfg)
     report = RunReport("bag_of_words", params=asdict(p))
-    with optional_output(spark, p.output) as out:
+    with optional_output(spark, p.output) as out, ExitStack() as stack:
         state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, report)
-        with _cached_pages(spark, p, state, report) as pages:
-            n_pages = report.cached[-1]["rows"]
-            report.outputs["pages"] = n_pages
-            state.count_changes(pages, report)
-            report.counts["pages_failed"] = pages.where(F.col("error").isNotNull()).count()
-            ok = pages.where(F.col("error").isNull() & F.col("html").isNotNull())
-            report.counts["pages_with_replacement_chars"] = ok.where(
-                F.col("html").contains(REPLACEMENT)).count()  # bytes that did not decode
-            with report.step("parse"):
-                docs_all = state.parsed(ok, lambda todo: todo.select(
-                    "doc_id", "url", "html").mapInPandas(parse_batches(p.extract, p.selector),
-                                                     DOC_SCHEMA),
-                    report)
-            with cached(docs_all, "documents", report=report) as docs:
-                good = docs.where(F.col("error").isNull())
-                with report.step("sentences"):
-                    sents = state.sentences_of(good, lambda g: g.select(
-                        "doc_id", "url", "text").mapInPandas(sentence_batches, SENT_SCHEMA))
-                with cached(sents, "sentences", report=report) as sentences:
-                    result = _vectorise(spark, p, pages, docs, sentences, report, out, state)
+        with report.step("pages"):  # the fetch runs as the pages are cached
+            raw, read = _collect_pages(spark, p)
+            report.merge(read)
+            pages, n_pages = stack.enter_context(cached_rows(
+                state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
+                report=report))
+        report.outputs["pages"] = n_pages
+        c = compute(spark, p, pages, state, stack)
+        report.merge(c.stats)
+        if out is not None:
+            with report.step("write"):
+                out.write_parquet("pages", pages.drop("doc_id"))
+                out.write_parquet("sentences", c.sentence_vectors)
+                out.write_parquet("documents", c.document_vectors)
+                out.write_csv("vocabulary.csv", c.vocabulary)
+                out.write_bytes("top_words.png", _top_words_png(c.vocabulary))
+                out.write_parquet("rejects", c.rejects, partitions=1)
+                out.write_csv("duplicates.csv", c.duplicates)
+                state.write(out, c.documents, c.terms, c.counted, c.word_stats)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold,
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
-    return result
+    return BagOfWordsResult(pages=pages, sentences=c.sentence_vectors,
+                            documents=c.document_vectors, vocabulary=c.vocabulary,
+                            report=report, output=p.output)
 
 
-@contextmanager
-def _cached_pages(spark: SparkSession, p: BagOfWordsParams, state: CrawlState,
-                  report: RunReport) -> Iterator[DataFrame]:
-    """The pages, cached. The fetch runs as they are cached, so the ``pages`` step covers it."""
-    with ExitStack() as stack:
-        with report.step("pages"):
-            raw = _collect_pages(spark, p, report)
-            pages = stack.enter_context(cached(state.annotate(raw.withColumn(
-                "doc_id", _doc_id(F.col("url")))), "pages", report=report))
-        yield pages
-
-
-def _with_text(doc_vec: DataFrame, docs: DataFrame) -> DataFrame:
-    """Document vectors with each document's counted text next to its url."""
-    cols = doc_vec.columns
-    i = cols.index("url") + 1
-    return doc_vec.join(docs.select("doc_id", "text"), "doc_id").select(
-        *cols[:i], "text", *cols[i:])
-
-
-def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs: DataFrame,
-               sentences: DataFrame, report: RunReport, out: AtomicOutput | None,
-               state: CrawlState) -> BagOfWordsResult:
+def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: CrawlState,
+            stack: ExitStack) -> BagOfWordsComputed:
+    """Pages in (with doc_id, content_hash and change, see ``CrawlState.annotate``); their
+    documents, sentences, vocabulary, vectors, rejects and what was counted out. Writes
+    nothing; raises InputError when no word passes ``min_df``."""
+    stats = Stats()
+    state.count_changes(pages, stats)
+    stats.counts["pages_failed"] = pages.where(F.col("error").isNotNull()).count()
+    ok = pages.where(F.col("error").isNull() & F.col("html").isNotNull())
+    stats.counts["pages_with_replacement_chars"] = ok.where(
+        F.col("html").contains(REPLACEMENT)).count()  # bytes that did not decode
+    with stats.step("parse"):
+        docs_all = state.parsed(ok, lambda todo: todo.select(
+            "doc_id", "url", "html").mapInPandas(parse_batches(p.extract, p.selector),
+                                                 DOC_SCHEMA),
+            stats)
+    docs = stack.enter_context(cached(docs_all, "documents", report=stats))
+    good = docs.where(F.col("error").isNull())
+    with stats.step("sentences"):
+        sents = state.sentences_of(good, lambda g: g.select(
+            "doc_id", "url", "text").mapInPandas(sentence_batches, SENT_SCHEMA))
+    sentences, n_sentences = stack.enter_context(cached_rows(sents, "sentences",
+                                                             report=stats))
     rejects = pages.where(F.col("error").isNotNull()).select(
         F.lit("pages").alias("source"), F.col("error").alias("reason"),
         F.to_json(F.struct("url", "final_url", "status", "content_type", "attempts",
@@ -328,45 +356,45 @@ def _vectorise(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, docs:
             F.lit("documents").alias("source"), F.col("error").alias("reason"),
             F.to_json(F.struct("doc_id", "url")).alias("record")))
     reasons = {r["reason"]: r["count"] for r in rejects.groupBy("reason").count().collect()}
-    report.add_rejects("pages", reasons)
-    report.outputs["sentences"] = report.cached[-1]["rows"]
-    good = docs.where(F.col("error").isNull())
-    with report.step("duplicates"):
+    stats.add_rejects("pages", reasons)
+    stats.outputs["sentences"] = n_sentences
+    with stats.step("duplicates"):
         dups = find_duplicates(good, p.duplicates).orderBy("page").toPandas()
-    report.outputs["duplicates"] = len(dups)
+    stats.outputs["duplicates"] = len(dups)
     keep = ("doc_id", "url", "title")
     # documents are counted where they are tokenised: one row per distinct term reaches the JVM
-    with cached(state.term_counts(good, lambda d: term_counts(d, "text", keep=(*keep, HASH)),
-                                  keep), "term_counts", report=report) as terms:
-        report.outputs["documents"] = report.cached[-1]["rows"]
-        counted = terms
-        if len(dups) and not p.keep_duplicates:  # near-duplicates stay out of the vocabulary
-            dup_urls = spark.createDataFrame(dups[["page"]].rename(columns={"page": "url"}))
-            counted = terms.join(F.broadcast(dup_urls), "url", "left_anti")
-        with report.step("vocabulary"):
-            stop = english_stopwords() if p.stopwords == "english" else ()
-            stats = state.word_stats(terms, counted, report).localCheckpoint()
-            vocab = top_vocabulary(stats, p.vocab_size, p.min_df, stop).toPandas()
-        words = vocab["word"].tolist()
-        if not words:
-            raise InputError(
-                f"the vocabulary is empty: no word of {report.outputs['documents']} documents "
-                f"passes min_df={p.min_df}" + (" without stopwords" if stop else ""))
-        report.outputs["vocabulary"] = len(words)
-        sent_vec = token_vectors(sentences, words, p.vector)
-        doc_vec = _with_text(term_vectors(terms.drop(HASH), words, p.vector), good)
-        if out is not None:
-            with report.step("write"):
-                out.write_parquet("pages", pages.drop("doc_id"))
-                out.write_parquet("sentences", sent_vec)
-                out.write_parquet("documents", doc_vec)
-                out.write_csv("vocabulary.csv", vocab)
-                out.write_bytes("top_words.png", _top_words_png(vocab))
-                out.write_parquet("rejects", rejects, partitions=1)
-                out.write_csv("duplicates.csv", dups)
-                state.write(out, docs, terms, counted, stats)
-    return BagOfWordsResult(pages=pages, sentences=sent_vec, documents=doc_vec,
-                            vocabulary=vocab, report=report, output=p.output)
+    terms, n_documents = stack.enter_context(cached_rows(
+        state.term_counts(good, lambda d: term_counts(d, "text", keep=(*keep, HASH)), keep),
+        "term_counts", report=stats))
+    stats.outputs["documents"] = n_documents
+    counted = terms
+    if len(dups) and not p.keep_duplicates:  # near-duplicates stay out of the vocabulary
+        dup_urls = spark.createDataFrame(dups[["page"]].rename(columns={"page": "url"}))
+        counted = terms.join(F.broadcast(dup_urls), "url", "left_anti")
+    with stats.step("vocabulary"):
+        stop = english_stopwords() if p.stopwords == "english" else ()
+        word_stats = state.word_stats(terms, counted, stats).localCheckpoint()
+        vocab = top_vocabulary(word_stats, p.vocab_size, p.min_df, stop).toPandas()
+    words = vocab["word"].tolist()
+    if not words:
+        raise InputError(
+            f"the vocabulary is empty: no word of {n_documents} documents "
+            f"passes min_df={p.min_df}" + (" without stopwords" if stop else ""))
+    stats.outputs["vocabulary"] = len(words)
+    return BagOfWordsComputed(
+        documents=docs, terms=terms, counted=counted, word_stats=word_stats, vocabulary=vocab,
+        duplicates=dups, rejects=rejects,
+        sentence_vectors=token_vectors(sentences, words, p.vector),
+        document_vectors=_with_text(term_vectors(terms.drop(HASH), words, p.vector), good),
+        stats=stats)
+
+
+def _with_text(doc_vec: DataFrame, docs: DataFrame) -> DataFrame:
+    """Document vectors with each document's counted text next to its url."""
+    cols = doc_vec.columns
+    i = cols.index("url") + 1
+    return doc_vec.join(docs.select("doc_id", "text"), "doc_id").select(
+        *cols[:i], "text", *cols[i:])
 
 
 def _top_words_png(vocab: pd.DataFrame, n: int = 30) -> bytes:
