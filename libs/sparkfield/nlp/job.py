@@ -6,6 +6,7 @@ import json
 import logging
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -13,8 +14,8 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
 from sparkfield.core.io import AtomicOutput, InputError, optional_output, require_path
-from sparkfield.core.practices import cached, sample
-from sparkfield.core.report import RunReport
+from sparkfield.core.practices import cached, cached_rows, sample
+from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.ship import ship_dir
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
@@ -106,60 +107,79 @@ def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None
     return df
 
 
+@dataclass
+class EmbedComputed:
+    """What :func:`compute` returns. ``embeddings`` (``embedded``, cached) stays cached until
+    the ``stack`` given to compute closes, so the writer reads it from the cache."""
+
+    embedded: DataFrame
+    embeddings: DataFrame
+    stats: Stats
+    extras: dict[str, Any] = field(default_factory=dict)  # neighbors, topics, attention
+    attention_texts: list[str] = field(default_factory=list)  # the texts of the maps
+
+
 def run(spark: SparkSession, cfg: Config) -> EmbedResult:
     p = EmbedParams.from_config(cfg)
     report = RunReport("embed", params=asdict(p))
     folder = check_model_dir(p.model)  # before any Spark work
-    id_col = p.id_col or "__id"
-    with optional_output(spark, p.output) as out:
+    with optional_output(spark, p.output) as out, ExitStack() as stack:
         texts = sample(read_texts(spark, p.input, p.text_col, p.id_col), p.sample, p.seed)
-        with ExitStack() as stack:
-            if p.engine == "sparknlp":
-                from sparkfield.nlp.sparknlp import embed_sparknlp
-
-                embedded = embed_sparknlp(spark, texts, p.text_col, id_col, str(folder),
-                                          p.annotator)
-                fresh_rows = None
-            else:
-                embedded, fresh_rows = _embed(spark, p, texts, id_col, folder, report, stack)
-            if fresh_rows is None:  # the model runs while the cache fills
-                with report.step("embed"):
-                    emb = stack.enter_context(cached(embedded, "embeddings", report=report))
-            else:
-                emb = stack.enter_context(cached(embedded, "embeddings", report=report))
-            embed_seconds = next(s["seconds"] for s in reversed(report.steps)
-                                 if s["step"] == "embed")
-            stats = emb.agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.count("embedding").alias("embedded"),
-                F.sum(F.col("truncated").cast("int")).alias("truncated"),
-            ).first()
-            reasons = {r["reason"]: r["count"] for r in
-                       emb.where(F.col("reason").isNotNull()).groupBy("reason").count()
-                       .collect()}
-            fresh_rows = stats["embedded"] if fresh_rows is None else fresh_rows
-            report.counts["embedded_now"] = fresh_rows
-            report.counts["embed_seconds"] = embed_seconds
-            report.counts["embed_sentences_per_s"] = (
-                round(fresh_rows / embed_seconds, 1) if fresh_rows and embed_seconds > 0
-                else None)
-            report.inputs["texts"] = stats["rows"]
-            report.outputs["embeddings"] = stats["embedded"]
-            report.counts["truncated"] = int(stats["truncated"] or 0)
-            report.counts["dimensions"] = embedding_size(folder)
-            report.add_rejects("texts", reasons)
-            result = EmbedResult(embeddings=embedded, report=report, output=p.output)
-            if out is not None:
-                out.write_parquet("embeddings", emb)
-            _stages(spark, p, emb, folder, report, out, result)
+        c = compute(spark, p, texts, folder, stack)
+        report.merge(c.stats)
+        result = EmbedResult(embeddings=c.embedded, report=report, output=p.output,
+                             extras=c.extras)
+        if out is not None:
+            _write(out, c)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold,
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
     return result
 
 
-def _embed(spark: SparkSession, p: EmbedParams, texts: DataFrame, id_col: str, folder,
-           report: RunReport, stack: ExitStack) -> tuple[DataFrame, int | None]:
+def compute(spark: SparkSession, p: EmbedParams, texts: DataFrame, folder: Path,
+            stack: ExitStack) -> EmbedComputed:
+    """Texts in; every row with its embedding (or the reason it has none), the neighbours,
+    topics and attention maps, and what was counted out. Writes nothing."""
+    stats = Stats()
+    id_col = p.id_col or "__id"
+    if p.engine == "sparknlp":
+        from sparkfield.nlp.sparknlp import embed_sparknlp
+
+        embedded = embed_sparknlp(spark, texts, p.text_col, id_col, str(folder), p.annotator)
+        fresh_rows = None
+    else:
+        embedded, fresh_rows = _embed(spark, p, texts, id_col, folder, stats, stack)
+    if fresh_rows is None:  # the model runs while the cache fills
+        with stats.step("embed"):
+            emb = stack.enter_context(cached(embedded, "embeddings", report=stats))
+    else:
+        emb = stack.enter_context(cached(embedded, "embeddings", report=stats))
+    embed_seconds = next(s["seconds"] for s in reversed(stats.steps) if s["step"] == "embed")
+    counted = emb.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count("embedding").alias("embedded"),
+        F.sum(F.col("truncated").cast("int")).alias("truncated"),
+    ).first()
+    reasons = {r["reason"]: r["count"] for r in
+               emb.where(F.col("reason").isNotNull()).groupBy("reason").count().collect()}
+    fresh_rows = counted["embedded"] if fresh_rows is None else fresh_rows
+    stats.counts["embedded_now"] = fresh_rows
+    stats.counts["embed_seconds"] = embed_seconds
+    stats.counts["embed_sentences_per_s"] = (
+        round(fresh_rows / embed_seconds, 1) if fresh_rows and embed_seconds > 0 else None)
+    stats.inputs["texts"] = counted["rows"]
+    stats.outputs["embeddings"] = counted["embedded"]
+    stats.counts["truncated"] = int(counted["truncated"] or 0)
+    stats.counts["dimensions"] = embedding_size(folder)
+    stats.add_rejects("texts", reasons)
+    c = EmbedComputed(embedded=embedded, embeddings=emb, stats=stats)
+    _stages(spark, p, c, folder, int(counted["embedded"]))
+    return c
+
+
+def _embed(spark: SparkSession, p: EmbedParams, texts: DataFrame, id_col: str, folder: Path,
+           stats: Stats, stack: ExitStack) -> tuple[DataFrame, int | None]:
     """All rows (id, text, embedding, truncated, reason) and the number of texts the model
     embedded in this run, or None when that happens later, as the result is cached.
 
@@ -171,7 +191,7 @@ def _embed(spark: SparkSession, p: EmbedParams, texts: DataFrame, id_col: str, f
     if p.engine == "onnx":
         from sparkfield.nlp.onnx_engine import ensure_onnx
 
-        with report.step("onnx export"):  # once, on the driver; a no-op when already there
+        with stats.step("onnx export"):  # once, on the driver; a no-op when already there
             ensure_onnx(folder, p.onnx_dir, p.quantize)
     good, bad = split_texts(texts, p.text_col, id_col)
     no_reason = F.lit(None).cast("string").alias("reason")
@@ -180,33 +200,34 @@ def _embed(spark: SparkSession, p: EmbedParams, texts: DataFrame, id_col: str, f
             .unionByName(bad), None
     model_id = f"{folder.name}@{fingerprint(folder)}/max_tokens={p.max_tokens}"
     store = EmbeddingStore(spark, p.cache_dir, model_id, spec.engine_id)
-    looked = stack.enter_context(cached(lookup(good, store), "store lookup", report=report))
+    looked = stack.enter_context(cached(lookup(good, store), "store lookup", report=stats))
     hits = looked.where(F.col("embedding").isNotNull())
     misses = looked.where(F.col("embedding").isNull()).select("id", "text", "text_hash")
     todo = misses.dropDuplicates(["text_hash"]).select(F.col("text_hash").alias("id"), "text")
-    with report.step("embed"):
-        fresh = stack.enter_context(cached(
+    with stats.step("embed"):
+        fresh, new_texts = stack.enter_context(cached_rows(
             embed_texts(todo, spec, p.batch_size, p.bucket).select(
                 F.col("id").alias("text_hash"), "embedding", "truncated"),
-            "embedded now", report=report))
-    new_texts = report.cached[-1]["rows"]
+            "embedded now", report=stats))
     if new_texts:
-        with report.step("store add"):
+        with stats.step("store add"):
             store.add(fresh)
-    report.counts["cache_hits"] = hits.count()
-    report.counts["cache_misses"] = looked.count() - report.counts["cache_hits"]
-    report.counts["cache_new_texts"] = new_texts
+    stats.counts["cache_hits"] = hits.count()
+    stats.counts["cache_misses"] = looked.count() - stats.counts["cache_hits"]
+    stats.counts["cache_new_texts"] = new_texts
     cols = ["id", "text", "embedding", "truncated"]
     found = hits.select(*cols).unionByName(misses.join(fresh, "text_hash").select(*cols))
     return found.select("*", no_reason).unionByName(bad), new_texts
 
 
-def _stages(spark, p: EmbedParams, emb: DataFrame, folder, report: RunReport,
-            out: AtomicOutput | None, result: EmbedResult) -> None:
-    n = report.outputs["embeddings"]
+def _stages(spark: SparkSession, p: EmbedParams, c: EmbedComputed, folder: Path,
+            n: int) -> None:
+    """Neighbours, topics and attention maps of the ``n`` embedded texts, into ``c.extras``
+    (each step only when enabled and there are texts enough)."""
+    emb, stats = c.embeddings, c.stats
     nb = p.neighbors
     if nb.get("enabled", True) and n > 1:
-        with report.step("neighbors"):
+        with stats.step("neighbors"):
             queries = emb.where(F.col("embedding").isNotNull()).orderBy("id").limit(
                 int(nb.get("queries", 100)))
             k = int(nb.get("k", 5))
@@ -215,15 +236,12 @@ def _stages(spark, p: EmbedParams, emb: DataFrame, folder, report: RunReport,
                 else approx_neighbors(queries, emb, k)
             texts = emb.select(F.col("id").alias("neighbor_id"), F.col("text").alias(
                 "neighbor_text"))
-            table = pairs.join(texts, "neighbor_id").orderBy("query_id", "rank").toPandas()
-            result.extras["neighbors"] = table
-            if out is not None:
-                out.write_csv("neighbors.csv", table[["query_id", "rank", "neighbor_id",
-                                                      "cosine", "neighbor_text"]])
+            c.extras["neighbors"] = pairs.join(texts, "neighbor_id").orderBy(
+                "query_id", "rank").toPandas()
     tp = p.topics
     k = int(tp.get("k", 8))
     if tp.get("enabled", True) and n >= 2 * k:
-        with report.step("topics"):
+        with stats.step("topics"):
             words = None
             if tp.get("words_from"):
                 w = spark.read.parquet(tp["words_from"])
@@ -235,28 +253,36 @@ def _stages(spark, p: EmbedParams, emb: DataFrame, folder, report: RunReport,
                                      F.filter("tokens", lambda t: ~t.isin(list(stop)))
                                      .alias("tokens"))
             _, summary = topics(emb, k, words, seed=p.seed)
-            table = summary.toPandas()
-            result.extras["topics"] = table
-            if out is not None:
-                for col in ("words", "examples"):
-                    if col in table:
-                        table[col] = table[col].map(lambda v: json.dumps(
-                            list(v) if v is not None else [], ensure_ascii=False))
-                out.write_csv("topics.csv", table)
+            c.extras["topics"] = summary.toPandas()
     at = p.attention
     count = int(at.get("sentences", 3))
     if at.get("enabled", True) and count > 0 and n > 0:
-        with report.step("attention"):
+        with stats.step("attention"):
             from sparkfield.nlp.encoder import Encoder
 
             enc = Encoder(folder, "cpu", min(p.max_tokens, 64), attention=True)
             rows = emb.where(F.col("embedding").isNotNull()).orderBy("id").limit(count) \
                 .select("id", "text").collect()
             maps = []
-            for i, r in enumerate(rows):
+            for r in rows:
                 tokens, att = enc.attentions(r["text"])
                 maps.append((r["id"], tokens, att))
-                if out is not None:
-                    out.write_bytes(f"attention/sentence_{i + 1}.png",
-                                    attention_grid_png(tokens, att, r["text"]))
-            result.extras["attention"] = maps
+                c.attention_texts.append(r["text"])
+            c.extras["attention"] = maps
+
+
+def _write(out: AtomicOutput, c: EmbedComputed) -> None:
+    out.write_parquet("embeddings", c.embeddings)
+    if "neighbors" in c.extras:
+        out.write_csv("neighbors.csv", c.extras["neighbors"][
+            ["query_id", "rank", "neighbor_id", "cosine", "neighbor_text"]])
+    if "topics" in c.extras:
+        table = c.extras["topics"]  # lists become JSON text, in the result's table too
+        for col in ("words", "examples"):
+            if col in table:
+                table[col] = table[col].map(lambda v: json.dumps(
+                    list(v) if v is not None else [], ensure_ascii=False))
+        out.write_csv("topics.csv", table)
+    for i, ((_, tokens, att), text) in enumerate(zip(c.extras.get("attention", []),
+                                                     c.attention_texts, strict=True)):
+        out.write_bytes(f"attention/sentence_{i + 1}.png", attention_grid_png(tokens, att, text))
