@@ -149,7 +149,8 @@ def test_event_log_from_csv_and_sql_views(cluster: Cluster, orders_local):
     _same_csvs(out, orders_local, "dfg.csv", "variants.csv")
 
 
-@pytest.mark.parametrize("log", ["running-example.csv"])  # read by the executors
+# parsed by the executors: the gzip log is decompressed by one and its traces dealt out to both
+@pytest.mark.parametrize("log", ["receipt.xes.gz"])
 def test_process_mining_on_a_shared_log(cluster: Cluster, spark, shared_data, log, tmp_path):
     src = cluster.shared / "logs" / log
     src.parent.mkdir(exist_ok=True)

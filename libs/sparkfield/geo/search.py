@@ -14,7 +14,7 @@ from pyspark.sql import types as T
 
 from sparkfield.core.faults import maybe_fail
 from sparkfield.core.practices import balance, partition_keys, skew_stats
-from sparkfield.core.report import RunReport
+from sparkfield.core.report import Stats
 from sparkfield.geo.lattice import Lattice, plan_tiles, tile_candidates
 
 CANDIDATE_SCHEMA = T.StructType(
@@ -164,7 +164,7 @@ class SearchStats:
     crime_tile_rows: int = 0
     skew: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def to_report(self, report: RunReport, label: str) -> None:
+    def to_report(self, report: Stats, label: str) -> None:
         for name, stats in self.skew.items():
             report.skew[f"{label}.{name}"] = stats
         if self.tiles:

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.io import AtomicOutput, path_exists, read_text_file
-from sparkfield.core.report import RunReport
+from sparkfield.core.report import Stats
 from sparkfield.text.vectorise import COUNTS, TERMS
 
 STATE_VERSION = 1
@@ -70,7 +70,7 @@ class CrawlState:
 
     @classmethod
     def load(cls, spark: SparkSession, output: str | None, fingerprint: dict, refresh: bool,
-             report: RunReport) -> CrawlState:
+             report: Stats) -> CrawlState:
         """Read (and cut from the old files: this run replaces them) the state of ``output``."""
         st = cls(fingerprint=fingerprint)
         base = f"{output}/state" if output else None
@@ -106,7 +106,7 @@ class CrawlState:
             F.col(HASH).isNull(), None).when(F.col("_prev").isNull(), "new").when(
             F.col("_prev") == F.col(HASH), "unchanged").otherwise("changed")).drop("_prev")
 
-    def count_changes(self, pages: DataFrame, report: RunReport) -> None:
+    def count_changes(self, pages: DataFrame, report: Stats) -> None:
         """new / changed / unchanged / gone page counts into the run report."""
         got = {r["change"]: r["count"] for r in
                pages.where(F.col("change").isNotNull()).groupBy("change").count().collect()}
@@ -119,7 +119,7 @@ class CrawlState:
         report.counts["pages_gone"] = int(gone)
 
     def parsed(self, ok: DataFrame, parse: Callable[[DataFrame], DataFrame],
-               report: RunReport) -> DataFrame:
+               report: Stats) -> DataFrame:
         """Documents of the ``ok`` pages (with content_hash): stored ones for pages whose
         content is unchanged, ``parse`` for the others."""
         hashes = ok.select(*KEY)
@@ -153,7 +153,7 @@ class CrawlState:
         reused = good.select(*keep, HASH).join(stored, KEY).select(*fresh.columns)
         return fresh.unionByName(reused)
 
-    def word_stats(self, terms: DataFrame, counted: DataFrame, report: RunReport
+    def word_stats(self, terms: DataFrame, counted: DataFrame, report: Stats
                    ) -> DataFrame:
         """Statistics of the ``counted`` term rows; from the stored ones and the change when
         the state is reusable."""
@@ -182,7 +182,7 @@ class CrawlState:
 
 
 def revalidated(urls: DataFrame, previous: DataFrame,
-                fetch: Callable[[DataFrame], DataFrame], report: RunReport) -> DataFrame:
+                fetch: Callable[[DataFrame], DataFrame], report: Stats) -> DataFrame:
     """Fetch ``urls``, sending the stored page's validators (``previous``: good stored pages)
     as conditional headers; a 304 keeps the stored page (its HTML, type, final URL, status),
     with this run's fetch time and attempts."""
