@@ -67,8 +67,37 @@ def _open(path: str) -> IO[bytes]:
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def _local(tag: object) -> str:
+def local_name(tag: object) -> str:
+    """An element's tag without its namespace ("" for comments and processing instructions)."""
     return tag.rpartition("}")[2] if isinstance(tag, str) else ""
+
+
+def event_values(event: Any) -> list[Any]:
+    """activity, time, resource, lifecycle and the other attributes of an ``<event>``
+    element: its direct attribute children (a later key wins; nested values are not
+    flattened)."""
+    std: dict[str, Any] = {}
+    attrs: dict[str, Any] = {}
+    for child in event:
+        if local_name(child.tag) in _TYPES:
+            key = child.get("key")
+            if key is None:
+                continue
+            slot = _STD.get(key)
+            if slot:
+                std[slot] = child.get("value")
+            else:
+                attrs[key] = child.get("value")
+    return [std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE), std.get(LIFECYCLE),
+            attrs or None]
+
+
+def trace_name(trace: Any) -> str | None:
+    """The first ``concept:name`` attribute among a ``<trace>``'s direct children."""
+    for child in trace:
+        if local_name(child.tag) in _TYPES and child.get("key") == "concept:name":
+            return child.get("value")
+    return None
 
 
 def xes_rows(fh: IO[bytes], path: str, line_offset: int = 0) -> Iterator[list[Any]]:
@@ -83,35 +112,19 @@ def xes_rows(fh: IO[bytes], path: str, line_offset: int = 0) -> Iterator[list[An
 
     pending: list[list[Any]] = []  # the current trace's events
     try:
-        for _, el in etree.iterparse(fh, events=("end",), huge_tree=True,
+        for _, el in etree.iterparse(fh, events=("end",), tag=("{*}event", "{*}trace"),
+                                     huge_tree=True,
                                      resolve_entities=False, no_network=True):
-            tag = _local(el.tag)
+            tag = local_name(el.tag)
             if tag == "event":
                 parent = el.getparent()
-                if parent is None or _local(parent.tag) != "trace":
+                if parent is None or local_name(parent.tag) != "trace":
                     raise XesError(f"{path}: line {el.sourceline + line_offset}: <event> "
                                    "outside <trace>")
-                std: dict[str, Any] = {}
-                attrs: dict[str, Any] = {}
-                for child in el:
-                    if _local(child.tag) in _TYPES:
-                        key = child.get("key")
-                        if key is None:
-                            continue
-                        slot = _STD.get(key)
-                        if slot:
-                            std[slot] = child.get("value")
-                        else:
-                            attrs[key] = child.get("value")
-                pending.append([None, std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE),
-                                std.get(LIFECYCLE), attrs or None])
+                pending.append([None, *event_values(el)])
                 el.clear(keep_tail=False)
             elif tag == "trace":
-                case = None
-                for child in el:
-                    if _local(child.tag) in _TYPES and child.get("key") == "concept:name":
-                        case = child.get("value")
-                        break
+                case = trace_name(el)
                 if case is None:
                     raise XesError(f"{path}: line {el.sourceline + line_offset}: <trace> "
                                    "without concept:name")
