@@ -45,6 +45,11 @@ log = logging.getLogger("sparkfield.geo")
 TOP_COLUMNS = ["rank", "station", "x", "y", "longitude", "latitude", "distance_to_station_m"]
 
 
+# the search section's keys that are fields of the same name
+SEARCH_KEYS = ("grid_step_m", "search_radius_m", "competitor_radius_m", "exclude_m", "top",
+               "count_radius_m", "tile_cells", "tile_partitions", "refine", "refine_keep")
+
+
 @dataclass
 class CoffeeShopParams:
     crimes: str
@@ -79,23 +84,11 @@ class CoffeeShopParams:
             stations=inputs["stations"] or bundled("rapid_transit_stations.csv"),
             competitors=inputs["competitors"] or bundled("starbucks_vancouver_bc.csv"),
             output=job["output"],
-            grid_step_m=s["grid_step_m"],
-            search_radius_m=s["search_radius_m"],
-            competitor_radius_m=s["competitor_radius_m"],
-            exclude_m=s["exclude_m"],
-            top=s["top"],
-            count_radius_m=s["count_radius_m"],
-            tile_cells=s["tile_cells"],
-            tile_partitions=s["tile_partitions"],
-            refine=s["refine"],
-            refine_keep=s["refine_keep"],
-            sample=job["sample"],
-            seed=cfg.practices.sample_seed,
-            categories=job["categories"],
-            ignored_types=job["ignored_types"],
-            competitor_filter=job["competitor_filter"],
-            study_area=job["study_area"],
+            **{k: s[k] for k in SEARCH_KEYS},
             max_lattice_points=float(s.get("max_lattice_points") or 1e8),
+            seed=cfg.practices.sample_seed,
+            **{k: job[k] for k in ("sample", "categories", "ignored_types", "competitor_filter",
+                                   "study_area")},
         )
         p.validate()
         return p
