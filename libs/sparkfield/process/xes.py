@@ -1,7 +1,8 @@
-"""IEEE 1849 XES: a streaming reader (lxml iterparse, bounded memory per chunk) and a
-distributed writer that builds each trace's XML with Spark SQL string functions and joins
-the gzip members of Spark's output parts into one ``.xes.gz`` (concatenated gzip members are
-one valid gzip stream)."""
+"""IEEE 1849 XES: the rules that turn XES into event rows (:func:`xes_rows`, lxml
+iterparse, bounded memory per trace), used by the executors' reader in ``xes_split`` and by the
+single-process reader here; and a distributed writer that builds each trace's XML with Spark SQL
+string functions and joins the gzip members of Spark's output parts into one ``.xes.gz``
+(concatenated gzip members are one valid gzip stream)."""
 
 from __future__ import annotations
 
