@@ -3,6 +3,7 @@ type outside the categories, or a competitor outside the city) or rejected with 
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 from dataclasses import dataclass
@@ -85,19 +86,31 @@ def _records(text: str) -> list[str]:
     return out
 
 
+def _header(record: str) -> list[str]:
+    """The column names Spark's CSV reader takes from a header record (read here, so no job
+    stops a Python worker half-way): an empty name becomes ``_c<i>`` and a name repeated
+    (ignoring case) gets its index appended."""
+    names = next(csv.reader([record]), [])
+    lower = [n.lower() for n in names]
+    repeated = {n for n in lower if lower.count(n) > 1}
+    return [f"_c{i}" if not n else f"{n}{i}" if n.lower() in repeated else n
+            for i, n in enumerate(names)]
+
+
 def _csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
     """``read_csv_strings`` for a path or a ``bundled:`` file. A bundled file becomes one
     partition of records parsed by Spark's CSV reader exactly as the file would be."""
     if not is_bundled(path):
         return read_csv_strings(spark, path, **options)
     options = {k: v for k, v in options.items() if k != "multiLine"}  # one record per element
-    lines = spark.sparkContext.parallelize(_records(bundled_text(path)), 1)
-    cols = spark.read.options(header="true", inferSchema="false", **options).csv(lines).columns
+    records = _records(bundled_text(path))
+    cols = _header(records[0]) if records else []
     if not cols:
         raise InputError(f"{path}: empty file or no header")
+    lines = spark.sparkContext.parallelize(records[1:], 1)  # the header is read above
     schema = T.StructType([T.StructField(c, T.StringType(), True) for c in cols]
                           + [T.StructField(CORRUPT_COL, T.StringType(), True)])
-    return spark.read.options(header="true", mode="PERMISSIVE",
+    return spark.read.options(header="false", mode="PERMISSIVE",
                               columnNameOfCorruptRecord=CORRUPT_COL, **options
                               ).schema(schema).csv(lines)
 
