@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import tempfile
 import uuid
 import zlib
@@ -137,8 +138,11 @@ def xes_rows(fh: IO[bytes], path: str, line_offset: int = 0) -> Iterator[list[An
                 while el.getprevious() is not None:
                     del el.getparent()[0]
     except etree.XMLSyntaxError as exc:
+        # lxml's message names lines of the document too: give them as the file's
+        msg = re.sub(r"\bline (\d+)", lambda m: f"line {int(m.group(1)) + line_offset}",
+                     exc.msg)
         raise XesError(f"{path}: line {exc.lineno + line_offset}: malformed XML: "
-                       f"{exc.msg}") from None
+                       f"{msg}") from None
     if pending:
         raise XesError(f"{path}: events after the last complete <trace>")
 
