@@ -3,6 +3,7 @@ a task that fails once is retried by Spark with identical output."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -67,5 +68,11 @@ def test_a_task_failing_once_is_retried_with_identical_output(tmp_path):
                env=_env(SPARKFIELD_FAIL_ONCE=f"geo.tiles:{marker}"))
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     assert marker.exists()  # the failure did happen
-    assert "injected failure at geo.tiles" in res.stdout + res.stderr
+    # the run says that it succeeded after a retry, and why the attempt failed
+    assert "injected failure at geo.tiles" in res.stderr
+    report = json.loads((out / "run_report.json").read_text())
+    assert report["counts"]["failed_task_attempts_retried"] == 1
+    assert any("InjectedFailure: injected failure at geo.tiles" in n for n in report["notes"])
+    assert "failed_task_attempts_retried" not in json.loads(
+        (ref / "run_report.json").read_text())["counts"]
     _same(ref, out)

@@ -1,3 +1,5 @@
+from contextlib import ExitStack
+
 import pytest
 from pyspark import StorageLevel
 from pyspark.sql import functions as F
@@ -6,6 +8,7 @@ from sparkfield.core.practices import (
     Checkpointer,
     cached,
     cached_storage_bytes,
+    local_checkpoint,
     plan_size,
     salted_join,
     sample,
@@ -62,10 +65,24 @@ def _iterate(spark, n, checkpoint):
 @pytest.mark.parametrize("local", [False, True])
 def test_checkpointer_keeps_the_plan_bounded(spark, local):
     plain, grow = _iterate(spark, 30, None)
-    cut, bounded = _iterate(spark, 30, Checkpointer(every=5, local=local))
-    assert grow[-1] > 4 * grow[4]  # lineage grows with every iteration
-    assert max(bounded) <= max(bounded[:5]) + 1  # never beyond one interval's worth
-    assert sorted(plain.collect()) == sorted(cut.collect())  # same answer
+    with ExitStack() as stack:
+        cut, bounded = _iterate(spark, 30, Checkpointer(every=5, local=local, stack=stack))
+        assert grow[-1] > 4 * grow[4]  # lineage grows with every iteration
+        assert max(bounded) <= max(bounded[:5]) + 1  # never beyond one interval's worth
+        assert sorted(plain.collect()) == sorted(cut.collect())  # same answer
+    assert cached_storage_bytes(spark) == 0
+
+
+def test_local_checkpoints_are_released_when_the_stack_closes(spark):
+    df = spark.range(20000).withColumn("v", F.col("id") % 7)
+    with ExitStack() as stack:
+        cut = local_checkpoint(df, stack)
+        assert plan_size(cut) == 1 and cached_storage_bytes(spark) > 0
+        check = Checkpointer(every=1, local=True, stack=stack)
+        again = check(cut.where("v > 0"), 1)
+        assert plan_size(again) == 1
+        assert again.count() == df.where("v > 0").count()
+    assert cached_storage_bytes(spark) == 0
 
 
 def test_skew_stats_counts_empty_partitions():

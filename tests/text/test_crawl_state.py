@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
+from sparkfield.core.practices import cached_storage_bytes
 from sparkfield.text import run
 from sparkfield.text.crawl_state import update_word_stats, word_stats
 from sparkfield.text.fetch import FetchSettings, fetch_partition
@@ -217,6 +218,10 @@ def test_incremental_rerun_equals_a_fresh_run(spark, repo_root, tmp_path, site, 
     assert c["pages_not_modified"] == 1  # WIKI_PAGES[0] (ETag); [2] has no validator
     assert c["pages_parsed"] == 2 and c["vocabulary_update"] == "incremental"
     assert c["documents_added"] == 2 and c["documents_removed"] == 3
+    # the run released its caches and its copies of the earlier output; what it returns is
+    # what it wrote
+    assert cached_storage_bytes(spark) == 0
+    assert r2.documents.count() == 4 and r2.pages.count() == 5
     statuses = {p: s for _, p, s, _ in site.log if p != "/robots.txt"}
     assert statuses == {f"/{WIKI_PAGES[0]}": 304, f"/{WIKI_PAGES[1]}": 200,
                         f"/{WIKI_PAGES[2]}": 200, f"/{WIKI_PAGES[3]}": 404,

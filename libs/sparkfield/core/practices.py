@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from pyspark import StorageLevel
@@ -75,19 +75,38 @@ def cached_storage_bytes(spark: SparkSession) -> int:
     return int(sum(i.memSize() + i.diskSize() for i in infos))
 
 
+def local_checkpoint(df: DataFrame, stack: ExitStack) -> DataFrame:
+    """``df`` materialised in executor storage with its lineage cut (for inputs this run
+    replaces); its blocks are released when ``stack`` closes, not whenever the JVM collects
+    the plan, so a session that runs many jobs does not keep them."""
+    cut = df.localCheckpoint(eager=True)
+    stack.callback(release_local_checkpoint, cut)
+    return cut
+
+
+def release_local_checkpoint(df: DataFrame) -> None:
+    """Drop the blocks of a frame made by ``localCheckpoint``; it cannot be read after.
+    (Through the context, as ``RDD.unpersist`` would warn that the lineage is gone.)"""
+    jsc = df.sparkSession.sparkContext._jsc.sc()
+    jsc.unpersistRDD(df._jdf.logicalPlan().rdd().id(), True)
+
+
 class Checkpointer:
     """Cuts the lineage of a DataFrame rebuilt in a loop every ``every`` iterations.
 
     Reliable checkpoints (the default) go to the session's checkpoint directory and survive
-    the loss of an executor; local checkpoints are faster but live in executor storage.
+    the loss of an executor; local checkpoints are faster but live in executor storage (with
+    a ``stack``, they are made eagerly and released when it closes).
     """
 
-    def __init__(self, every: int = 3, local: bool = False, eager: bool = True):
+    def __init__(self, every: int = 3, local: bool = False, eager: bool = True,
+                 stack: ExitStack | None = None):
         if every < 1:
             raise ValueError("checkpoint interval must be >= 1")
         self.every = every
         self.local = local
         self.eager = eager
+        self.stack = stack
         self.count = 0
 
     def __call__(self, df: DataFrame, iteration: int) -> DataFrame:
@@ -95,6 +114,8 @@ class Checkpointer:
         if iteration % self.every != 0:
             return df
         self.count += 1
+        if self.local and self.stack is not None:
+            return local_checkpoint(df, self.stack)
         if self.local:
             return df.localCheckpoint(eager=self.eager)
         return df.checkpoint(eager=self.eager)

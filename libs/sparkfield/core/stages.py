@@ -1,5 +1,6 @@
-"""Skew as the Spark UI shows it: per stage, the max and median task time and input size, read
-from Spark's monitoring REST API of the running application."""
+"""What the Spark UI shows about a run, read from the monitoring REST API of the running
+application: skew (per stage, the max and median task time and input size) and the task
+attempts that failed and were retried."""
 
 from __future__ import annotations
 
@@ -64,6 +65,66 @@ def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500
     return {"available": True, "threshold": ratio, "stages": rows, "skewed": skewed}
 
 
+def _error_line(message: str) -> str:
+    """The line that names the error: a Python traceback's last line, else the first line;
+    the JVM stack that follows the message is left out."""
+    head = message.split("\n\tat ", 1)[0]
+    lines = [ln.strip() for ln in head.splitlines() if ln.strip()]
+    if not lines:
+        return "(no message)"
+    return lines[-1] if "Traceback (most recent call last)" in head else lines[0]
+
+
+def retried_tasks(spark: SparkSession, since: str | None = None, limit: int = 5
+                  ) -> dict[str, Any]:
+    """Failed task attempts in stages that then completed (Spark retried them): how many, and
+    for up to ``limit`` of them the stage, task, executor and error line."""
+    ui = spark.sparkContext.uiWebUrl
+    if not ui:
+        return {"available": False, "reason": "spark.ui.enabled is false"}
+    base = f"{ui.rstrip('/')}/api/v1/applications/{spark.sparkContext.applicationId}"
+    try:
+        stages = _get(f"{base}/stages?status=complete")
+    except OSError as exc:
+        return {"available": False, "reason": f"REST API unreachable: {exc}"}
+    if since:
+        stages = [st for st in stages if _submitted(st) >= since[:19]]
+    failed = [st for st in stages if st.get("numFailedTasks", 0) > 0]
+    attempts: list[dict[str, Any]] = []
+    for st in failed:
+        if len(attempts) >= limit:
+            break
+        sid, attempt = st["stageId"], st["attemptId"]
+        try:
+            tasks = _get(f"{base}/stages/{sid}/{attempt}/taskList?status=FAILED&length={limit}")
+        except OSError:
+            continue
+        attempts += [{"stage": sid, "task": t.get("index"), "attempt": t.get("attempt"),
+                      "executor": t.get("executorId"),
+                      "error": _error_line(t.get("errorMessage") or "")} for t in tasks]
+    return {"available": True,
+            "failed_attempts": sum(int(st["numFailedTasks"]) for st in failed),
+            "examples": attempts[:limit]}
+
+
+def add_retried_tasks(spark: SparkSession, report) -> None:
+    """Count the run's retried task attempts in ``report`` and warn with their errors: a run
+    that succeeded after retries says so, and why the attempts failed."""
+    try:
+        view = retried_tasks(spark, since=report.started_at)
+    except Exception:  # monitoring must never fail a job
+        return
+    n = view.get("failed_attempts", 0)
+    if not n:
+        return
+    report.counts["failed_task_attempts_retried"] = n
+    for a in view["examples"]:
+        text = (f"task attempt failed and was retried: stage {a['stage']} task {a['task']} "
+                f"attempt {a['attempt']} on executor {a['executor']}: {a['error']}")
+        report.notes.append(text)
+        log.warning(text)
+
+
 def add_stage_skew(spark: SparkSession, report, ratio: float = 4.0) -> None:
     """Record the stage view in ``report.skew['stages']`` and log the skewed ones."""
     try:
@@ -80,6 +141,7 @@ def publish(spark: SparkSession, out, report, skew_ratio: float,
     """A job's last step: set the run's status (``ok``, or ``too_many_rejects`` past
     ``max_reject_fraction``) and, when it writes an output, add the stage view, write
     run_report.json and swap the output into place."""
+    add_retried_tasks(spark, report)
     report.finish(max_reject_fraction)
     if out is None:
         return

@@ -217,7 +217,7 @@ def compute(spark: SparkSession, p: CoffeeShopParams, crime_in: CrimeInput,
         return c
 
     c.crimes = stack.enter_context(cached(crime_in.crimes, "crimes", level, stats))
-    found, in_search = _search(spark, p, c.crimes, eligible, stats, local_checkpoint)
+    found, in_search = _search(spark, p, c.crimes, eligible, stats, local_checkpoint, stack)
     cands, n_candidates = stack.enter_context(cached_rows(found, "candidates", level, stats))
     with stats.step("rank"):
         top = rank(cands, p.top).toPandas()
@@ -287,13 +287,13 @@ def _empty_top(p: CoffeeShopParams) -> pd.DataFrame:
 
 
 def _search(spark: SparkSession, p: CoffeeShopParams, crimes: DataFrame,
-            eligible: pd.DataFrame, stats: Stats, local_checkpoint: bool
+            eligible: pd.DataFrame, stats: Stats, local_checkpoint: bool, stack: ExitStack
             ) -> tuple[DataFrame, Accumulator[int]]:
     """Every candidate of the last search level, and the lattice points that level had in
     reach (counted as the candidates are computed)."""
     parts = int(p.tile_partitions or _default_partitions(spark))
     steps = [p.grid_step_m, *p.refine]
-    checkpoint = Checkpointer(every=1, local=local_checkpoint)
+    checkpoint = Checkpointer(every=1, local=local_checkpoint, stack=stack)
     boxes = None
     candidates = None
     for level, step in enumerate(steps):

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.io import AtomicOutput, path_exists, read_text_file
+from sparkfield.core.practices import local_checkpoint
 from sparkfield.core.report import Stats
 from sparkfield.text.vectorise import COUNTS, TERMS
 
@@ -70,14 +72,15 @@ class CrawlState:
 
     @classmethod
     def load(cls, spark: SparkSession, output: str | None, fingerprint: dict, refresh: bool,
-             report: Stats) -> CrawlState:
-        """Read (and cut from the old files: this run replaces them) the state of ``output``."""
+             report: Stats, stack: ExitStack) -> CrawlState:
+        """Read (and cut from the old files: this run replaces them) the state of ``output``;
+        the copies are released when ``stack`` closes."""
         st = cls(fingerprint=fingerprint)
         base = f"{output}/state" if output else None
         if not base or not path_exists(spark, f"{base}/meta.json"):
             report.counts["incremental"] = "no earlier state: full run"
             return st
-        st.documents = spark.read.parquet(f"{base}/documents").localCheckpoint()
+        st.documents = local_checkpoint(spark.read.parquet(f"{base}/documents"), stack)
         meta = json.loads(read_text_file(spark, f"{base}/meta.json"))
         if refresh:
             report.counts["incremental"] = "refresh: full run"
@@ -86,10 +89,10 @@ class CrawlState:
             report.note(f"earlier state was made with {meta}, this run uses {fingerprint}: "
                         "every page is parsed again")
         else:
-            st.terms = spark.read.parquet(f"{base}/terms").localCheckpoint()
-            st.stats = spark.read.parquet(f"{base}/word_stats").localCheckpoint()
+            st.terms = local_checkpoint(spark.read.parquet(f"{base}/terms"), stack)
+            st.stats = local_checkpoint(spark.read.parquet(f"{base}/word_stats"), stack)
             sents = spark.read.parquet(f"{output}/sentences")
-            st.sentences = sents.drop("vector").localCheckpoint()
+            st.sentences = local_checkpoint(sents.drop("vector"), stack)
             st.reusable = True
             report.counts["incremental"] = "reused the earlier state"
         return st
@@ -182,10 +185,12 @@ class CrawlState:
 
 
 def revalidated(urls: DataFrame, previous: DataFrame,
-                fetch: Callable[[DataFrame], DataFrame], report: Stats) -> DataFrame:
+                fetch: Callable[[DataFrame], DataFrame], report: Stats,
+                stack: ExitStack) -> DataFrame:
     """Fetch ``urls``, sending the stored page's validators (``previous``: good stored pages)
     as conditional headers; a 304 keeps the stored page (its HTML, type, final URL, status),
-    with this run's fetch time and attempts."""
+    with this run's fetch time and attempts. The result is materialised (each URL fetched
+    once) and kept until ``stack`` closes."""
     for c in ("etag", "last_modified"):
         if c not in previous.columns:
             previous = previous.withColumn(c, F.lit(None).cast("string"))
@@ -203,7 +208,7 @@ def revalidated(urls: DataFrame, previous: DataFrame,
             cols.append(F.when(same, F.col(f"_p_{c}")).otherwise(F.col(c)).alias(c))
         else:
             cols.append(F.col(c))
-    out = joined.select(*cols, same.alias("_304")).localCheckpoint()
+    out = local_checkpoint(joined.select(*cols, same.alias("_304")), stack)
     report.counts["pages_revalidated"] = previous.count()
     report.counts["pages_not_modified"] = out.where("_304").count()
     return out.drop("_304")

@@ -25,6 +25,7 @@ from sparkfield.core.practices import (
     balance,
     cached,
     cached_rows,
+    local_checkpoint,
     partition_keys,
     sample,
     skew_stats,
@@ -242,9 +243,10 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
         fetch_batches(p.fetch), PAGES_SCHEMA)
 
 
-def _collect_pages(spark: SparkSession, p: BagOfWordsParams) -> tuple[DataFrame, Stats]:
+def _collect_pages(spark: SparkSession, p: BagOfWordsParams, stack: ExitStack
+                   ) -> tuple[DataFrame, Stats]:
     """The pages of the configured source (fetched as they are first read) and what reading
-    them counted."""
+    them counted; copies of the earlier output are kept until ``stack`` closes."""
     stats = Stats()
     if p.pages:
         require_path(spark, p.pages, "pages")
@@ -269,11 +271,12 @@ def _collect_pages(spark: SparkSession, p: BagOfWordsParams) -> tuple[DataFrame,
     if p.output and not p.refresh and path_exists(spark, f"{p.output}/pages"):
         previous = spark.read.parquet(f"{p.output}/pages").join(urls, "url", "left_semi")
         previous = previous.where(F.col("error").isNull() & (F.col("status") == 200))
-        previous = previous.localCheckpoint()  # the old output is replaced by this run
+        previous = local_checkpoint(previous, stack)  # the old output is replaced by this run
     if previous is None:
         return fetch_pages(spark, urls, p, stats), stats
     # stored pages are revalidated (conditional requests), the others fetched
-    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats), stats
+    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats,
+                       stack), stats
 
 
 @dataclass
@@ -297,9 +300,10 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
     p = BagOfWordsParams.from_config(cfg)
     report = RunReport("bag_of_words", params=asdict(p))
     with optional_output(spark, p.output) as out, ExitStack() as stack:
-        state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, report)
+        state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, report,
+                                stack)
         with report.step("pages"):  # the fetch runs as the pages are cached
-            raw, read = _collect_pages(spark, p)
+            raw, read = _collect_pages(spark, p, stack)
             report.merge(read)
             pages, n_pages = stack.enter_context(cached_rows(
                 state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
@@ -320,9 +324,13 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
         publish(spark, out, report, cfg.practices.skew_ratio_threshold,
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
-    return BagOfWordsResult(pages=pages, sentences=c.sentence_vectors,
-                            documents=c.document_vectors, vocabulary=c.vocabulary,
-                            report=report, output=p.output)
+    sentences, documents = c.sentence_vectors, c.document_vectors
+    if p.output:  # what was written: the run's caches and copies of the earlier output are gone
+        pages, sentences, documents = (spark.read.parquet(f"{p.output}/{name}")
+                                       for name in ("pages", "sentences", "documents"))
+        pages = pages.withColumn("doc_id", _doc_id(F.col("url")))
+    return BagOfWordsResult(pages=pages, sentences=sentences, documents=documents,
+                            vocabulary=c.vocabulary, report=report, output=p.output)
 
 
 def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: CrawlState,
@@ -373,7 +381,7 @@ def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: C
         counted = terms.join(F.broadcast(dup_urls), "url", "left_anti")
     with stats.step("vocabulary"):
         stop = english_stopwords() if p.stopwords == "english" else ()
-        word_stats = state.word_stats(terms, counted, stats).localCheckpoint()
+        word_stats = local_checkpoint(state.word_stats(terms, counted, stats), stack)
         vocab = top_vocabulary(word_stats, p.vocab_size, p.min_df, stop).toPandas()
     words = vocab["word"].tolist()
     if not words:
