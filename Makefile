@@ -32,7 +32,7 @@ system-deps:
 
 test: $(STAMP) $(AIRFLOW_STAMP) system-deps
 	$(PY) -m ruff check libs jobs tests benchmarks deploy
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --durations=20
 
 # the library zip that spark-submit ships with --py-files (submit.sh rebuilds it every submit)
 package:
