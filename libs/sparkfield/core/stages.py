@@ -24,22 +24,36 @@ def _submitted(stage: dict[str, Any]) -> str:
     return str(stage.get("submissionTime", "")).replace("GMT", "")
 
 
+class _Unavailable(Exception):
+    """The monitoring REST API cannot be read; the message says why."""
+
+
+def _completed_stages(spark: SparkSession, since: str | None = None
+                      ) -> tuple[str, list[dict[str, Any]]]:
+    """The application's REST base URL and its completed stages (those submitted at or after
+    ``since``, an ISO time, when given)."""
+    ui = spark.sparkContext.uiWebUrl
+    if not ui:
+        raise _Unavailable("spark.ui.enabled is false")
+    base = f"{ui.rstrip('/')}/api/v1/applications/{spark.sparkContext.applicationId}"
+    try:
+        stages = _get(f"{base}/stages?status=complete")
+    except OSError as exc:
+        raise _Unavailable(f"REST API unreachable: {exc}") from None
+    if since:
+        stages = [st for st in stages if _submitted(st) >= since[:19]]
+    return base, stages
+
+
 def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500.0,
                limit: int = 200, since: str | None = None) -> dict[str, Any]:
     """Completed stages with their task-time and input-size distributions (median, max) and
     the names of those whose max/median task time passes ``ratio`` (ignoring stages whose
     slowest task is under ``min_task_ms``). Empty when the UI is disabled."""
-    ui = spark.sparkContext.uiWebUrl
-    if not ui:
-        return {"available": False, "reason": "spark.ui.enabled is false"}
-    app = spark.sparkContext.applicationId
-    base = f"{ui.rstrip('/')}/api/v1/applications/{app}"
     try:
-        stages = _get(f"{base}/stages?status=complete")
-    except OSError as exc:
-        return {"available": False, "reason": f"REST API unreachable: {exc}"}
-    if since:
-        stages = [st for st in stages if _submitted(st) >= since[:19]]
+        base, stages = _completed_stages(spark, since)
+    except _Unavailable as exc:
+        return {"available": False, "reason": str(exc)}
     rows, skewed = [], []
     for st in stages[:limit]:
         sid, attempt = st["stageId"], st["attemptId"]
@@ -79,16 +93,10 @@ def retried_tasks(spark: SparkSession, since: str | None = None, limit: int = 5
                   ) -> dict[str, Any]:
     """Failed task attempts in stages that then completed (Spark retried them): how many, and
     for up to ``limit`` of them the stage, task, executor and error line."""
-    ui = spark.sparkContext.uiWebUrl
-    if not ui:
-        return {"available": False, "reason": "spark.ui.enabled is false"}
-    base = f"{ui.rstrip('/')}/api/v1/applications/{spark.sparkContext.applicationId}"
     try:
-        stages = _get(f"{base}/stages?status=complete")
-    except OSError as exc:
-        return {"available": False, "reason": f"REST API unreachable: {exc}"}
-    if since:
-        stages = [st for st in stages if _submitted(st) >= since[:19]]
+        base, stages = _completed_stages(spark, since)
+    except _Unavailable as exc:
+        return {"available": False, "reason": str(exc)}
     failed = [st for st in stages if st.get("numFailedTasks", 0) > 0]
     attempts: list[dict[str, Any]] = []
     for st in failed:
