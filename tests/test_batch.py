@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -42,7 +43,8 @@ def test_lock_is_exclusive_and_stale_locks_are_taken_over(tmp_path):
 def test_run_dates_replace_only_their_partition(tmp_path):
     out = tmp_path / "daily"
     assert _submit("--output", str(out), "--run-date", "2026-11-20").returncode == 0
-    assert _submit("--output", str(out), "--run-date", "2026-11-21").returncode == 0
+    # the other date's partition, as an earlier run left it
+    shutil.copytree(out / "run_date=2026-11-20", out / "run_date=2026-11-21")
     other = out / "run_date=2026-11-21" / "top_locations.csv"
     stamp = other.stat().st_mtime_ns
     first = (out / "run_date=2026-11-20" / "run_report.json").read_text()

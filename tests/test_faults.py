@@ -37,9 +37,16 @@ def _same(a: Path, b: Path) -> None:
     pd.testing.assert_frame_equal(ca, cb)
 
 
-def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path):
-    ref = tmp_path / "ref"
-    assert _run(ref).returncode == 0
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory) -> Path:
+    """The uninterrupted run both drills compare with."""
+    out = tmp_path_factory.mktemp("faults") / "ref"
+    res = _run(out)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    return out
+
+
+def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, ref):
     out = tmp_path / "out"
     proc = subprocess.Popen([str(ROOT / "submit.sh"), *ARGS, "--output", str(out)], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
@@ -59,9 +66,7 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path):
     _same(ref, out)
 
 
-def test_a_task_failing_once_is_retried_with_identical_output(tmp_path):
-    ref = tmp_path / "ref"
-    assert _run(ref).returncode == 0
+def test_a_task_failing_once_is_retried_with_identical_output(tmp_path, ref):
     marker = tmp_path / "failed-once"
     out = tmp_path / "out"
     res = _run(out, "--master", "local[2,3]",
