@@ -36,6 +36,7 @@ from sparkfield.process.schema import (
 _STD = {"concept:name": ACTIVITY, "time:timestamp": RAW_TS, "org:resource": RESOURCE,
         "lifecycle:transition": LIFECYCLE}
 _TYPES = {"string", "date", "int", "float", "boolean", "id"}
+_TYPE_TAGS = _TYPES | {"{http://www.xes-standard.org/}" + t for t in _TYPES}
 RAW_SCHEMA = T.StructType([
     T.StructField(CASE, T.StringType()), T.StructField(ACTIVITY, T.StringType()),
     T.StructField(RAW_TS, T.StringType()), T.StructField(RESOURCE, T.StringType()),
@@ -81,15 +82,18 @@ def event_values(event: Any) -> list[Any]:
     std: dict[str, Any] = {}
     attrs: dict[str, Any] = {}
     for child in event:
-        if local_name(child.tag) in _TYPES:
-            key = child.get("key")
-            if key is None:
-                continue
-            slot = _STD.get(key)
-            if slot:
-                std[slot] = child.get("value")
-            else:
-                attrs[key] = child.get("value")
+        tag = child.tag
+        # the set lookup settles the usual tags (XES namespace or none) without splitting
+        if tag not in _TYPE_TAGS and local_name(tag) not in _TYPES:
+            continue
+        key = child.get("key")
+        if key is None:
+            continue
+        slot = _STD.get(key)
+        if slot:
+            std[slot] = child.get("value")
+        else:
+            attrs[key] = child.get("value")
     return [std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE), std.get(LIFECYCLE),
             attrs or None]
 
