@@ -3,8 +3,8 @@
 (a) Vectoriser, tokens/s: the 372 Gutenberg books (110 MB of text) -> token rule (lower-case,
     Python-regex \\w runs) -> top-200 vocabulary -> count vectors per book; Spark at 1 and 2
     cores vs scikit-learn's CountVectorizer(token_pattern=r"\\w+", max_features=200) on 1 core.
-    Every run is held to its cores (``taskset``; the Spark runs in processes of their own), so
-    the JVM's threads of a 1-core run do not borrow the second core.
+    Every run of (a) and (c) is held to its cores (``taskset``; the Spark runs in processes of
+    their own), so the JVM's threads of a 1-core run do not borrow the second core.
 (b) Parse stage, pages/s: Wikipedia pages (saved HTML) -> BeautifulSoup(lxml) <p> text; the
     Spark stage at 2 cores vs a plain single-process loop over the same files.
 (c) Main-content extraction, pages/s: the 610 annotated pages of the extraction benchmark ->
@@ -115,15 +115,31 @@ def _cpus(n: int) -> list[int]:
     return cpus[:n]
 
 
-def vectoriser_child(cores: int, repeats: int) -> None:
-    """The Spark vectoriser on ``cores`` cores in this process (started by :func:`vectoriser`
-    under ``taskset``): its results as one JSON line."""
-    docs = books()
-    spark = session(cores)
-    spark_vectoriser(spark, docs[:20], 1)  # warm-up: Python workers started
-    n, times, vocab, total = spark_vectoriser(spark, docs, repeats)
-    spark.stop()
-    print(json.dumps({"tokens": n, "times": times, "vocab": vocab, "total": total}))
+def child(part: str, cores: int, repeats: int) -> None:
+    """One Spark part on ``cores`` cores in this process (started by :func:`_on_cores` under
+    ``taskset``): its results as one JSON line."""
+    if part == "vectoriser":
+        docs = books()
+        spark = session(cores)
+        spark_vectoriser(spark, docs[:20], 1)  # warm-up: Python workers started
+        n, times, vocab, total = spark_vectoriser(spark, docs, repeats)
+        spark.stop()
+        print(json.dumps({"tokens": n, "times": times, "vocab": vocab, "total": total}))
+        return
+    extract, html = part.split(":", 1)
+    seconds, texts = _spark_extract(cores, Path(html), extract)
+    print(json.dumps({"seconds": seconds, "texts": texts}))
+
+
+def _on_cores(part: str, cores: int, repeats: int = 1) -> dict:
+    """:func:`child` run in a process of its own held to the first ``cores`` CPUs."""
+    cpus = ",".join(map(str, _cpus(cores)))
+    out = subprocess.run(["taskset", "-c", cpus, sys.executable, __file__, "--repeats",
+                          str(repeats), "--child", part, str(cores)],
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{part} on {cores} core(s) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def vectoriser(repeats: int) -> None:
@@ -138,14 +154,7 @@ def vectoriser(repeats: int) -> None:
         os.sched_setaffinity(0, everywhere)
     results = {}
     for cores in (1, 2):
-        cpus = ",".join(map(str, _cpus(cores)))
-        out = subprocess.run(["taskset", "-c", cpus, sys.executable, __file__, "--repeats",
-                              str(repeats), "--vectoriser-child", str(cores)],
-                             capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            raise SystemExit(f"Spark vectoriser on {cores} core(s) failed:\n"
-                             f"{out.stderr[-3000:]}")
-        got = json.loads(out.stdout.strip().splitlines()[-1])
+        got = _on_cores("vectoriser", cores, repeats)
         results[cores] = (got["tokens"], got["times"], got["vocab"], got["total"])
     n, _, vocab, total = results[2]
     sk = statistics.median(t_sk)
@@ -216,18 +225,25 @@ def extraction() -> None:
     print(f"\n== (c) main-content extraction on {n} annotated pages")
     import trafilatura
 
-    t0 = time.perf_counter()
-    direct = {f: trafilatura.extract((html / f).read_bytes(), **MAIN_OPTIONS)
-              for f in annotations}
-    t_direct = time.perf_counter() - t0
-    print(f"trafilatura in one process: {t_direct:.1f} s = {n / t_direct:.1f} pages/s; "
+    everywhere = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, _cpus(1))
+    try:
+        t0 = time.perf_counter()
+        direct = {f: trafilatura.extract((html / f).read_bytes(), **MAIN_OPTIONS)
+                  for f in annotations}
+        t_direct = time.perf_counter() - t0
+    finally:
+        os.sched_setaffinity(0, everywhere)
+    print(f"trafilatura in one process, 1 core: {t_direct:.1f} s = {n / t_direct:.1f} pages/s; "
           f"{score(annotations, direct)}")
     for cores in (1, 2):
-        t, texts = _spark_extract(cores, html, "main")
+        got = _on_cores(f"main:{html}", cores)
+        t, texts = got["seconds"], got["texts"]
         print(f"Spark --extract main, {cores} core(s): {t:.1f} s = {n / t:.1f} pages/s -> "
               f"{t_direct / t:.2f}x trafilatura; {len(texts)} pages; "
               f"{score(annotations, texts)}")
-    t, texts = _spark_extract(2, html, "selector")
+    got = _on_cores(f"selector:{html}", 2)
+    t, texts = got["seconds"], got["texts"]
     print(f"Spark --extract selector (p), 2 cores: {t:.1f} s = {n / t:.1f} pages/s; "
           f"{score(annotations, texts)}")
 
@@ -238,10 +254,10 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=("vectoriser", "parse", "extraction"),
                     help="run one part")
-    ap.add_argument("--vectoriser-child", type=int, metavar="CORES", help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=2, metavar=("PART", "CORES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.vectoriser_child:
-        vectoriser_child(args.vectoriser_child, args.repeats)
+    if args.child:
+        child(args.child[0], int(args.child[1]), args.repeats)
         return 0
     if args.only in (None, "vectoriser"):
         vectoriser(args.repeats)
