@@ -19,6 +19,7 @@ Usage: python benchmarks/bag_of_words.py [--pages 400] [--repeats 3]
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -35,10 +36,11 @@ from pyspark.ml.functions import vector_to_array
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
+from sparkfield.core.practices import balanced
 from sparkfield.core.session import build_session
 from sparkfield.text.evaluate import score, unpack_benchmark
-from sparkfield.text.job import pages_from_html_dir
-from sparkfield.text.parse import DOC_SCHEMA, MAIN_OPTIONS, page_text, parse_batches
+from sparkfield.text.job import PARSE_PARTITION_BYTES, pages_from_html_dir
+from sparkfield.text.parse import MAIN_OPTIONS, page_text, parse_documents
 from sparkfield.text.vectorise import term_counts, term_vectors, vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,19 +68,24 @@ def books() -> list[tuple[str, str]]:
 def spark_vectoriser(spark, docs: list[tuple[str, str]], repeats: int
                      ) -> tuple[int, list[float], dict[str, int], float]:
     """The job's document path: term counts in the Python workers, the vocabulary and count
-    vectors from them. Returns tokens, the time of each repeat, the vocabulary's counts and the
-    sum of every vector's values (for the check against scikit-learn)."""
-    df = spark.createDataFrame(docs, "doc_id string, text string").repartition(
-        4 * spark.sparkContext.defaultParallelism).cache()
+    vectors from them. The documents are cached in the layout the job gives pages before it
+    parses them (``practices.balanced`` by size: one partition per core of about equal text),
+    so the documents it counts keep it. Returns tokens, the time of each repeat, the
+    vocabulary's counts and the sum of every vector's values (for the check against
+    scikit-learn)."""
+    df = spark.createDataFrame(docs, "doc_id string, text string") \
+        .withColumn("length", F.length("text"))
+    df = balanced(df, "doc_id", "length", max_weight=PARSE_PARTITION_BYTES).cache()
     df.count()
     times = []
-    for _ in range(repeats):
+    for i in range(repeats + 1):  # the first run (not timed) starts the workers, warms the JIT
         t0 = time.perf_counter()
         terms = term_counts(df).cache()
         vocab = {r["word"]: r["count"] for r in vocabulary(terms, 200).collect()}
         vectors = term_vectors(terms, list(vocab), "count")
         vectors.write.format("noop").mode("overwrite").save()
-        times.append(time.perf_counter() - t0)
+        if i:
+            times.append(time.perf_counter() - t0)
         # the checks, not timed: tokens counted and the vectors' sum
         n_tokens = terms.select(F.sum(F.aggregate("counts", F.lit(0), lambda a, x: a + x))
                                 ).first()[0]
@@ -96,13 +103,16 @@ def sklearn_vectoriser(docs: list[tuple[str, str]], repeats: int
     texts = [t for _, t in docs]
     times = []
     for _ in range(repeats):
+        gc.collect()  # each run starts from the same memory: the last one's matrix is freed
         t0 = time.perf_counter()
         cv = CountVectorizer(token_pattern=r"\w+", lowercase=True, max_features=200)
         m = cv.fit_transform(texts)
         times.append(time.perf_counter() - t0)
-    totals = m.sum(axis=0).A1
-    vocab = {w: int(totals[i]) for w, i in cv.vocabulary_.items()}
-    return times, vocab, float(m.sum())
+        totals = m.sum(axis=0).A1
+        vocab = {w: int(totals[i]) for w, i in cv.vocabulary_.items()}
+        total = float(m.sum())
+        del cv, m
+    return times, vocab, total
 
 
 def _cpus(n: int) -> list[int]:
@@ -121,14 +131,13 @@ def child(part: str, cores: int, repeats: int) -> None:
     if part == "vectoriser":
         docs = books()
         spark = session(cores)
-        spark_vectoriser(spark, docs[:20], 1)  # warm-up: Python workers started
         n, times, vocab, total = spark_vectoriser(spark, docs, repeats)
         spark.stop()
         print(json.dumps({"tokens": n, "times": times, "vocab": vocab, "total": total}))
         return
     extract, html = part.split(":", 1)
-    seconds, texts = _spark_extract(cores, Path(html), extract)
-    print(json.dumps({"seconds": seconds, "texts": texts}))
+    read, times, texts = _spark_extract(cores, Path(html), extract, repeats)
+    print(json.dumps({"read": read, "times": times, "texts": texts}))
 
 
 def _on_cores(part: str, cores: int, repeats: int = 1) -> dict:
@@ -188,11 +197,11 @@ def parse(n_pages: int) -> None:
     t_loop = time.perf_counter() - t0
     spark = session(2)
     pages = pages_from_html_dir(spark, str(work))[0].withColumn("doc_id", F.col("url"))
-    pages = pages.repartition(8).cache()
+    pages = pages.cache()  # in the job's layout
     pages.count()
+    parse_documents(pages.sample(0.02, seed=1), "selector", "p").collect()  # warm-up
     t0 = time.perf_counter()
-    parsed = pages.select("doc_id", "url", "html").mapInPandas(parse_batches("selector", "p"),
-                                                            DOC_SCHEMA)
+    parsed = parse_documents(pages, "selector", "p")
     spark_chars = parsed.select(F.sum(F.length("text"))).first()[0]
     t_spark = time.perf_counter() - t0
     spark.stop()
@@ -202,48 +211,58 @@ def parse(n_pages: int) -> None:
           f"-> {t_loop / t_spark:.2f}x; same text: {loop_chars == spark_chars}")
 
 
-def _spark_extract(cores: int, html: Path, extract: str) -> tuple[float, dict[str, str]]:
-    """Seconds of the Spark parse stage over the cached pages, and each file's text."""
+def _spark_extract(cores: int, html: Path, extract: str, repeats: int
+                   ) -> tuple[float, list[float], dict[str, str]]:
+    """Seconds to read the pages as the job does (listing, layout, decoding; cached), seconds
+    of each run of the Spark parse stage over them, and each file's text."""
     spark = session(cores)
-    pages = pages_from_html_dir(spark, str(html))[0].withColumn("doc_id", F.col("url"))
-    pages = pages.repartition(8 * cores).cache()
+    pages_from_html_dir(spark, str(html))[0].write.format("noop").mode("overwrite").save()
+    t0 = time.perf_counter()  # a second read: the first one also started the JVM's code
+    pages = pages_from_html_dir(spark, str(html))[0].withColumn("doc_id", F.col("url")).cache()
     pages.count()
-    pages.limit(8).select("doc_id", "url", "html").mapInPandas(  # warm-up: workers started
-        parse_batches(extract), DOC_SCHEMA).collect()
-    t0 = time.perf_counter()
-    rows = pages.select("doc_id", "url", "html").mapInPandas(
-        parse_batches(extract, "p"), DOC_SCHEMA).select("url", "text").collect()
-    seconds = time.perf_counter() - t0
+    read = time.perf_counter() - t0
+    # warm-up: a few pages of every partition, so every Python worker has started
+    parse_documents(pages.sample(0.02, seed=1), extract).collect()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        rows = parse_documents(pages, extract, "p").select("url", "text").collect()
+        times.append(time.perf_counter() - t0)
     spark.stop()
-    return seconds, {unquote(Path(r["url"]).name): r["text"] for r in rows}
+    return read, times, {unquote(Path(r["url"]).name): r["text"] for r in rows}
 
 
-def extraction() -> None:
+def extraction(repeats: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="sparkfield-extract-bench-"))
     html, annotations = unpack_benchmark(CORPUS / "extraction_benchmark.tar.xz", work)
     n = len(annotations)
-    print(f"\n== (c) main-content extraction on {n} annotated pages")
+    print(f"\n== (c) main-content extraction on {n} annotated pages, median of {repeats} runs; "
+          "each run held to its cores (taskset)")
     import trafilatura
 
     everywhere = os.sched_getaffinity(0)
     os.sched_setaffinity(0, _cpus(1))
+    times = []
     try:
-        t0 = time.perf_counter()
-        direct = {f: trafilatura.extract((html / f).read_bytes(), **MAIN_OPTIONS)
-                  for f in annotations}
-        t_direct = time.perf_counter() - t0
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            direct = {f: trafilatura.extract((html / f).read_bytes(), **MAIN_OPTIONS)
+                      for f in annotations}
+            times.append(time.perf_counter() - t0)
     finally:
         os.sched_setaffinity(0, everywhere)
+    t_direct = statistics.median(times)
     print(f"trafilatura in one process, 1 core: {t_direct:.1f} s = {n / t_direct:.1f} pages/s; "
-          f"{score(annotations, direct)}")
+          f"{score(annotations, direct)}   (runs: {_fmt(times)})")
     for cores in (1, 2):
-        got = _on_cores(f"main:{html}", cores)
-        t, texts = got["seconds"], got["texts"]
+        got = _on_cores(f"main:{html}", cores, repeats)
+        t, texts = statistics.median(got["times"]), got["texts"]
         print(f"Spark --extract main, {cores} core(s): {t:.1f} s = {n / t:.1f} pages/s -> "
               f"{t_direct / t:.2f}x trafilatura; {len(texts)} pages; "
-              f"{score(annotations, texts)}")
-    got = _on_cores(f"selector:{html}", 2)
-    t, texts = got["seconds"], got["texts"]
+              f"{score(annotations, texts)}   (runs: {_fmt(got['times'])}; reading the pages "
+              f"before, as the job does: listing, layout, decoding, caching: {got['read']:.1f} s)")
+    got = _on_cores(f"selector:{html}", 2, repeats)
+    t, texts = statistics.median(got["times"]), got["texts"]
     print(f"Spark --extract selector (p), 2 cores: {t:.1f} s = {n / t:.1f} pages/s; "
           f"{score(annotations, texts)}")
 
@@ -264,7 +283,7 @@ def main() -> int:
     if args.only in (None, "parse"):
         parse(args.pages)
     if args.only in (None, "extraction"):
-        extraction()
+        extraction(args.repeats)
     return 0
 
 

@@ -6,6 +6,7 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.practices import (
     Checkpointer,
+    balanced,
     cached,
     cached_storage_bytes,
     local_checkpoint,
@@ -112,3 +113,50 @@ def test_salting_spreads_a_hot_key(spark):
     finally:
         spark.conf.set("spark.sql.adaptive.enabled", "true")
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+def _weights_by_partition(df, weight: str) -> list[float]:
+    return [sum(r[weight] or 0 for r in part) for part in df.rdd.glom().collect()]
+
+
+def test_balanced_lays_rows_out_by_weight_and_keeps_every_row(spark):
+    schema = "key string, w long, payload string"
+    rows = [("a", 90, "x"), ("b", 60, "y"), ("c", 50, None), ("d", 40, "z"), ("e", 10, "v"),
+            ("f", None, "null weight"), (None, 5, "null key"), ("a", 10, "a again")]
+    df = spark.createDataFrame(rows, schema).repartition(5)
+    out = balanced(df, "key", "w", partitions=2)
+    assert out.rdd.getNumPartitions() == 2
+    # every row once, a null key and a null weight included, columns as they were
+    assert out.columns == df.columns
+    assert sorted(out.collect(), key=str) == sorted(df.collect(), key=str)
+    # LPT over the keys' total weights (a=100, b=60, c=50, d=40, e=10): a | b; c joins b
+    # (110), d joins a (140), e joins b (120); both rows of "a" in one partition
+    parts = out.rdd.glom().collect()
+    where = {}
+    for i, part in enumerate(parts):
+        for r in part:
+            where.setdefault(r["key"], set()).add(i)
+    assert all(len(v) == 1 for k, v in where.items() if k)
+    assert where["a"] == where["d"] != where["b"] == where["c"] == where["e"]
+
+
+def test_balanced_defaults_to_one_partition_per_task_slot_and_splits_heavy_input(spark):
+    df = spark.range(0, 40, 1, 7).select(F.col("id").cast("string").alias("k"),
+                                         (F.col("id") + 1).alias("w"))
+    slots = spark.sparkContext.defaultParallelism
+    even = balanced(df, "k", "w")
+    assert even.rdd.getNumPartitions() == slots
+    loads = _weights_by_partition(even, "w")
+    assert max(loads) - min(loads) <= 40  # LPT: within the largest weight
+    # total 820: at most 100 a partition -> 9 partitions
+    assert balanced(df, "k", "w", max_weight=100).rdd.getNumPartitions() == 9
+
+
+def test_balanced_deals_large_inputs_out_without_placing_rows(spark, monkeypatch):
+    import sparkfield.core.practices as practices
+
+    monkeypatch.setattr(practices, "BALANCE_MAX_ROWS", 10)
+    df = spark.range(0, 100, 1, 3).select(F.col("id").alias("k"), F.lit(1).alias("w"))
+    out = balanced(df, "k", "w", partitions=4)
+    assert out.rdd.getNumPartitions() == 4
+    assert sorted(r["k"] for r in out.collect()) == list(range(100))

@@ -3,6 +3,8 @@ checkpoint iterative work, measure and fix skew."""
 
 from __future__ import annotations
 
+import heapq
+import math
 import statistics
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -11,6 +13,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.report import Stats
 
@@ -198,14 +201,54 @@ def salted_join(
 
 def balance(costs: Sequence[float], bins: int) -> list[int]:
     """Longest-processing-time assignment of items to ``bins``: each item, heaviest first,
-    goes to the least loaded bin. Returns the bin of every item."""
-    loads = [0.0] * bins
+    goes to the least loaded bin (the lowest-numbered of equals). Returns the bin of every
+    item."""
+    heap = [(0.0, b) for b in range(bins)]
     out = [0] * len(costs)
     for idx in sorted(range(len(costs)), key=lambda k: -costs[k]):
-        b = min(range(bins), key=loads.__getitem__)
+        load, b = heapq.heappop(heap)
         out[idx] = b
-        loads[b] += costs[idx]
+        heapq.heappush(heap, (load + costs[idx], b))
     return out
+
+
+# above this many rows a balanced layout deals rows out round-robin: with thousands of rows a
+# partition, sizes even out, and the placement (one row each) would cost more than it saves
+BALANCE_MAX_ROWS = 500_000
+
+
+def balanced(df: DataFrame, key: str, weight: str, partitions: int | None = None,
+             max_weight: float | None = None) -> DataFrame:
+    """``df`` laid out for a Python stage whose cost follows each row's ``weight`` (a numeric
+    column, e.g. a page's bytes): ``partitions`` (default: one per task slot, more when a
+    partition would hold more than ``max_weight``) of about equal total weight, the rows of
+    each ``key`` placed together by :func:`balance`. Few partitions of equal cost beat many
+    small ones: every Python task costs a fixed start, and the last ones to finish leave cores
+    idle. Every row is kept (a null key or weight too)."""
+    spark = df.sparkSession
+
+    def count_parts(total: float) -> int:
+        return partitions or max(spark.sparkContext.defaultParallelism,
+                                 math.ceil(total / max_weight) if max_weight else 1)
+
+    rows = df.select(key, weight).limit(BALANCE_MAX_ROWS + 1).collect()
+    if len(rows) > BALANCE_MAX_ROWS:
+        return df.repartition(count_parts(float(df.agg(F.sum(weight)).first()[0] or 0)))
+    loads: dict = {}
+    for k, w in rows:
+        loads[k] = loads.get(k, 0.0) + float(w or 0)
+    parts = count_parts(sum(loads.values()))
+    placed = [k for k in loads if k is not None]  # null keys match nothing: they stay together
+    if not placed:
+        return df.repartition(parts)
+    bins = balance([loads[k] for k in placed], parts)
+    keys = partition_keys(spark, parts)
+    pkey = "__pkey"
+    placement = spark.createDataFrame(
+        [(k, keys[b]) for k, b in zip(placed, bins, strict=True)],
+        T.StructType([df.schema[key], T.StructField(pkey, T.IntegerType())]))
+    return df.join(F.broadcast(placement), key, "left").repartition(parts, pkey) \
+        .select(*df.columns)
 
 
 def partition_keys(spark: SparkSession, partitions: int) -> list[int]:

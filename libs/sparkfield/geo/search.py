@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 from sparkfield.core.faults import maybe_fail
 from sparkfield.core.practices import balance, partition_keys, skew_stats
 from sparkfield.core.report import Stats
+from sparkfield.core.workers import in_worker
 from sparkfield.geo.lattice import Lattice, plan_tiles, tile_candidates
 
 CANDIDATE_SCHEMA = T.StructType(
@@ -219,7 +220,7 @@ def search_with_stats(
     found = (
         markers.unionByName(work)
         .repartition(parts, "pkey")
-        .mapInPandas(tile_kernel(plan, in_search), CANDIDATE_SCHEMA)
+        .mapInPandas(in_worker(tile_kernel(plan, in_search)), CANDIDATE_SCHEMA)
     )
     return found, stats
 

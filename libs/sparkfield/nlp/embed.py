@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from sparkfield.core.conf import ConfigError
 from sparkfield.core.ship import shipped_dir
+from sparkfield.core.workers import in_worker
 from sparkfield.nlp.device import choose_device, task_gpu_addresses
 
 ENGINES = ("torch", "onnx")
@@ -109,7 +110,7 @@ def embed_texts(df: DataFrame, spec: EngineSpec, batch_size: int = 64,
                                 "embedding": list(emb), "truncated": truncated})
 
     return df.select(F.col("id").cast("string"), F.col("text").cast("string")).mapInPandas(
-        per_partition, OUT_SCHEMA)
+        in_worker(per_partition), OUT_SCHEMA)
 
 
 def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str = "auto",

@@ -13,6 +13,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from sparkfield.core.workers import in_worker
+
 NEIGHBOR_SCHEMA = "query_id string, neighbor_id string, cosine double"
 
 
@@ -51,7 +53,7 @@ def exact_neighbors(queries: DataFrame, corpus: DataFrame, k: int,
         yield pd.DataFrame(rows, columns=["query_id", "neighbor_id", "cosine"])
 
     partial = corpus.select(F.col("id").cast("string").alias("id"), "embedding") \
-        .mapInPandas(top_k, NEIGHBOR_SCHEMA)
+        .mapInPandas(in_worker(top_k), NEIGHBOR_SCHEMA)
     w = Window.partitionBy("query_id").orderBy(F.desc("cosine"), "neighbor_id")
     return partial.withColumn("rank", F.row_number().over(w)).where(F.col("rank") <= k)
 

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
+from sparkfield.core.workers import in_worker
 from sparkfield.process.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
 
 DELIMITER = "<trace"
@@ -68,10 +69,11 @@ def read_xes(spark: SparkSession, path: str, partitions: int | None = None) -> D
                           F.input_file_block_start().alias("block"))
     parse = _parser(path, opening)
     if not gzipped:  # every range is parsed where it is read
-        return records.mapInPandas(lambda batches: parse(_positions(batches)), RAW_SCHEMA)
+        return records.mapInPandas(in_worker(lambda batches: parse(_positions(batches))),
+                                   RAW_SCHEMA)
     # one unsplittable range: its traces are dealt out to every executor
-    return (records.mapInPandas(_positions, RECORD_SCHEMA).repartition(n_parts)
-            .mapInPandas(parse, RAW_SCHEMA))
+    return (records.mapInPandas(in_worker(_positions), RECORD_SCHEMA).repartition(n_parts)
+            .mapInPandas(in_worker(parse), RAW_SCHEMA))
 
 
 def _is_gzip(spark: SparkSession, path: str) -> bool:

@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.workers import in_worker
 from sparkfield.text.normalise import TOKEN
 
 
@@ -67,7 +68,7 @@ def with_shingles(docs: DataFrame, k: int, text_col: str = "text", keep: tuple =
                 [*(b.column(c) for c in keep), pa.array(sh, pa.list_(pa.string()))],
                 names=[*keep, "shingles"])
 
-    return docs.select(*keep, text_col).mapInArrow(run, schema)
+    return docs.select(*keep, text_col).mapInArrow(in_worker(run), schema)
 
 
 def similar_pairs(docs: DataFrame, s: DuplicateSettings, text_col: str = "text") -> DataFrame:

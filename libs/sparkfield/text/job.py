@@ -23,6 +23,7 @@ from sparkfield.core.io import (
 )
 from sparkfield.core.practices import (
     balance,
+    balanced,
     cached,
     cached_rows,
     local_checkpoint,
@@ -33,6 +34,7 @@ from sparkfield.core.practices import (
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
+from sparkfield.core.workers import in_worker
 from sparkfield.text.charset import REPLACEMENT
 from sparkfield.text.crawl_state import HASH, CrawlState, revalidated
 from sparkfield.text.duplicates import DuplicateSettings, find_duplicates
@@ -42,7 +44,7 @@ from sparkfield.text.parse import (
     DOC_SCHEMA,
     EXTRACT_MODES,
     SENT_SCHEMA,
-    parse_batches,
+    parse_documents,
     sentence_batches,
 )
 from sparkfield.text.vectorise import (
@@ -120,6 +122,9 @@ def _duplicate_settings(d: dict | None) -> DuplicateSettings:
         raise ConfigError(str(exc)) from exc
 
 
+# the most HTML a partition of the parse stage gets (more pages: more partitions than cores)
+PARSE_PARTITION_BYTES = 128 * 1024 * 1024
+
 # the parameters a stored parse depends on: a change makes the next run parse every page again
 PARSE_PARAMS = ("selector", "extract")
 
@@ -192,16 +197,20 @@ def pages_from_html_dir(spark: SparkSession, path: str, fraction: float | None =
     files, files in folders named ``_...`` or ``.``...) were left out."""
     require_path(spark, path, "HTML directory")
     files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path) \
-        .select("path", "content")
+        .select("path", "length", "content")
     underscored, skipped = _hidden_from_spark(spark, path)
     if underscored:  # "_name.html" is a page to us, a metadata file to Spark's listing
         files = files.unionByName(spark.createDataFrame(
-            [(f, bytearray(read_bytes(spark, f))) for f in underscored], files.schema))
+            [(f, len(b), b) for f in underscored for b in [bytearray(read_bytes(spark, f))]],
+            files.schema))
     files = sample(files, fraction, seed)
     n_files = files.count()  # the listing only: the content is not read for a count
     if not n_files:
         raise InputError(f"no files under the HTML directory {path}")
-    df = files.mapInPandas(_decode_files, "url string, html string")
+    # laid out for the parse stage by the listing's sizes: the file source packs files into
+    # partitions of very unequal bytes, and parsing costs about a page's size
+    files = balanced(files, "path", "length", max_weight=PARSE_PARTITION_BYTES).drop("length")
+    df = files.mapInPandas(in_worker(_decode_files), "url string, html string")
     return conform_pages(df.select(
         "url", F.col("url").alias("final_url"), F.lit(200).alias("status"),
         F.current_timestamp().cast("timestamp").alias("fetched_at"),
@@ -240,7 +249,7 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
         [(h, keys[b]) for h, b in zip(hosts, bins, strict=True)], "host string, pkey int")
     placed = with_host.join(F.broadcast(placement), "host")
     return placed.repartition(parts, "pkey").select(*urls.columns).mapInPandas(
-        fetch_batches(p.fetch), PAGES_SCHEMA)
+        in_worker(fetch_batches(p.fetch)), PAGES_SCHEMA)
 
 
 def _collect_pages(spark: SparkSession, p: BagOfWordsParams, stack: ExitStack
@@ -345,15 +354,13 @@ def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: C
     stats.counts["pages_with_replacement_chars"] = ok.where(
         F.col("html").contains(REPLACEMENT)).count()  # bytes that did not decode
     with stats.step("parse"):
-        docs_all = state.parsed(ok, lambda todo: todo.select(
-            "doc_id", "url", "html").mapInPandas(parse_batches(p.extract, p.selector),
-                                                 DOC_SCHEMA),
-            stats)
+        docs_all = state.parsed(
+            ok, lambda todo: parse_documents(todo, p.extract, p.selector), stats)
     docs = stack.enter_context(cached(docs_all, "documents", report=stats))
     good = docs.where(F.col("error").isNull())
     with stats.step("sentences"):
         sents = state.sentences_of(good, lambda g: g.select(
-            "doc_id", "url", "text").mapInPandas(sentence_batches, SENT_SCHEMA))
+            "doc_id", "url", "text").mapInPandas(in_worker(sentence_batches), SENT_SCHEMA))
     sentences, n_sentences = stack.enter_context(cached_rows(sents, "sentences",
                                                              report=stats))
     rejects = pages.where(F.col("error").isNotNull()).select(

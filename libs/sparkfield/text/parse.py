@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pandas as pd
+from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from sparkfield.core.workers import in_worker
 from sparkfield.text.normalise import sentences, tokens
 
 DOC_SCHEMA = T.StructType([
@@ -130,6 +132,12 @@ def parse_batches(extract: str = "main", selector: str = "p"):
             yield pd.DataFrame(rows, columns=DOC_SCHEMA.names)
 
     return run
+
+
+def parse_documents(pages: DataFrame, extract: str = "main", selector: str = "p") -> DataFrame:
+    """Pages (doc_id, url, html) -> documents (DOC_SCHEMA), parsed in the Python workers."""
+    return pages.select("doc_id", "url", "html").mapInPandas(
+        in_worker(parse_batches(extract, selector)), DOC_SCHEMA)
 
 
 def sentence_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.workers import in_worker
 from sparkfield.text.normalise import TOKEN
 
 VECTOR_MODES = ("binary", "count", "tfidf")
@@ -57,7 +58,7 @@ def term_counts(df: DataFrame, text_col: str = "text", keep: Sequence[str] = ("d
                 [*cols, pa.array(terms, pa.list_(pa.string())),
                  pa.array(counts, pa.list_(pa.int32()))], names=[*keep, TERMS, COUNTS])
 
-    return df.select(*keep, text_col).mapInArrow(count, schema)
+    return df.select(*keep, text_col).mapInArrow(in_worker(count), schema)
 
 
 def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
@@ -136,7 +137,7 @@ def term_vectors(terms: DataFrame, vocab: Sequence[str], mode: str, out_col: str
             yield pa.RecordBatch.from_arrays([*(b.column(k) for k in keep), vecs],
                                              names=[*keep, tmp])
 
-    counted = terms.mapInArrow(build, schema)
+    counted = terms.mapInArrow(in_worker(build), schema)
     return counted if mode != "tfidf" else _tfidf(counted, tmp, out_col)
 
 
