@@ -69,12 +69,12 @@ def spark_vectoriser(spark, docs: list[tuple[str, str]], repeats: int
                      ) -> tuple[int, list[float], dict[str, int], float]:
     """The job's document path: term counts in the Python workers, the vocabulary and count
     vectors from them. The documents are cached in the layout the job gives pages before it
-    parses them (``practices.balanced`` by size: one partition per core of about equal text),
-    so the documents it counts keep it. Returns tokens, the time of each repeat, the
+    parses them (``practices.balanced`` by size: one partition per core of about equal UTF-8
+    bytes), which the documents it counts keep. Returns tokens, the time of each repeat, the
     vocabulary's counts and the sum of every vector's values (for the check against
     scikit-learn)."""
     df = spark.createDataFrame(docs, "doc_id string, text string") \
-        .withColumn("length", F.length("text"))
+        .withColumn("length", F.octet_length("text"))
     df = balanced(df, "doc_id", "length", max_weight=PARSE_PARTITION_BYTES).cache()
     df.count()
     times = []
