@@ -297,3 +297,30 @@ def test_an_empty_html_dir_is_bad_input(spark, repo_root, tmp_path):
         "source": {"html_dir": str(tmp_path / "empty")}, "output": str(tmp_path / "out")}})
     with pytest.raises(InputError, match="no files under the HTML directory"):
         run(spark, cfg)
+
+
+def test_saved_pages_are_laid_out_for_parsing_by_their_sizes(spark, tmp_path, wiki_pages):
+    """One partition per task slot, of about equal bytes, every file once (the file source
+    alone makes four partitions of these seven files, one of them empty)."""
+    from pyspark.sql import functions as F
+
+    from sparkfield.text.job import pages_from_html_dir
+
+    src = tmp_path / "saved"
+    src.mkdir()
+    sizes = {}
+    for name in PAGES:
+        (src / name).write_bytes((wiki_pages / name).read_bytes())
+        sizes[name] = (src / name).stat().st_size
+    (src / "_underscored.html").write_bytes(b"<p>kept too</p>")
+    sizes["_underscored.html"] = 15
+    pages, n_files, _ = pages_from_html_dir(spark, str(src))
+    assert n_files == len(sizes)
+    parts = pages.select(F.element_at(F.split("url", "/"), -1).alias("name")).rdd.glom() \
+        .collect()
+    assert len(parts) == spark.sparkContext.defaultParallelism == 2
+    names = [r["name"] for part in parts for r in part]
+    assert sorted(names) == sorted(sizes)
+    loads = [sum(sizes[r["name"]] for r in part) for part in parts]
+    assert abs(loads[0] - loads[1]) <= max(sizes.values())  # LPT: within the largest page
+    assert min(loads) > 0
