@@ -36,10 +36,10 @@ from pyspark.ml.functions import vector_to_array
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
-from sparkfield.core.practices import balanced
+from sparkfield.core.practices import place
 from sparkfield.core.session import build_session
 from sparkfield.text.evaluate import score, unpack_benchmark
-from sparkfield.text.job import PARSE_PARTITION_BYTES, pages_from_html_dir
+from sparkfield.text.job import pages_from_html_dir, parse_partitions
 from sparkfield.text.parse import MAIN_OPTIONS, page_text, parse_documents
 from sparkfield.text.vectorise import term_counts, term_vectors, vocabulary
 
@@ -69,13 +69,13 @@ def spark_vectoriser(spark, docs: list[tuple[str, str]], repeats: int
                      ) -> tuple[int, list[float], dict[str, int], float]:
     """The job's document path: term counts in the Python workers, the vocabulary and count
     vectors from them. The documents are cached in the layout the job gives pages before it
-    parses them (``practices.balanced`` by size: one partition per core of about equal UTF-8
-    bytes), which the documents it counts keep. Returns tokens, the time of each repeat, the
+    parses them (placed by size: one partition per core of about equal UTF-8 bytes), which the
+    documents it counts keep. Returns tokens, the time of each repeat, the
     vocabulary's counts and the sum of every vector's values (for the check against
     scikit-learn)."""
-    df = spark.createDataFrame(docs, "doc_id string, text string") \
-        .withColumn("length", F.octet_length("text"))
-    df = balanced(df, "doc_id", "length", max_weight=PARSE_PARTITION_BYTES).cache()
+    sizes = {d: len(t.encode("utf-8")) for d, t in docs}
+    df = spark.createDataFrame(docs, "doc_id string, text string")
+    df = place(df, "doc_id", sizes, parse_partitions(spark, sum(sizes.values())))[0].cache()
     df.count()
     times = []
     for i in range(repeats + 1):  # the first run (not timed) starts the workers, warms the JIT

@@ -12,10 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from bs4 import BeautifulSoup
+from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.io import InputError
 from sparkfield.text import run
+from sparkfield.text.job import pages_from_html_dir
 from sparkfield.text.request import REASONS
 from tests.conftest import WIKI_PAGES as PAGES
 from tests.text.http_site import QuietHandler
@@ -302,10 +304,6 @@ def test_an_empty_html_dir_is_bad_input(spark, repo_root, tmp_path):
 def test_saved_pages_are_laid_out_for_parsing_by_their_sizes(spark, tmp_path, wiki_pages):
     """One partition per task slot, of about equal bytes, every file once (the file source
     alone makes four partitions of these seven files, one of them empty)."""
-    from pyspark.sql import functions as F
-
-    from sparkfield.text.job import pages_from_html_dir
-
     src = tmp_path / "saved"
     src.mkdir()
     sizes = {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 import math
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -212,43 +212,54 @@ def balance(costs: Sequence[float], bins: int) -> list[int]:
     return out
 
 
-# above this many rows a balanced layout deals rows out round-robin: with thousands of rows a
-# partition, sizes even out, and the placement (one row each) would cost more than it saves
+# above this many keys a balanced layout deals rows out round-robin: with thousands of rows a
+# partition, sizes even out, and the placement (one row a key) would cost more than it saves
 BALANCE_MAX_ROWS = 500_000
+
+
+def task_partitions(spark: SparkSession, total: float, max_weight: float | None = None) -> int:
+    """One partition per task slot, more when one would hold over ``max_weight`` of ``total``."""
+    return max(spark.sparkContext.defaultParallelism,
+               math.ceil(total / max_weight) if max_weight else 1)
+
+
+def place(df: DataFrame, key: str, loads: Mapping[Any, float], partitions: int
+          ) -> tuple[DataFrame, list]:
+    """``df`` with the rows of each ``key`` in one of ``partitions`` partitions, the keys packed
+    by :func:`balance` over ``loads`` (key -> weight), and the load of every partition. Rows
+    whose key is not in ``loads`` (a null key, say) are kept, all in one partition."""
+    spark = df.sparkSession
+    placed = [k for k in loads if k is not None]
+    if not placed:
+        return df.repartition(partitions), [0] * partitions
+    bins = balance([float(loads[k]) for k in placed], partitions)
+    totals: list = [0] * partitions
+    for k, b in zip(placed, bins, strict=True):
+        totals[b] += loads[k]
+    keys = partition_keys(spark, partitions)
+    pkey = "__pkey"
+    placement = spark.createDataFrame(
+        [(k, keys[b]) for k, b in zip(placed, bins, strict=True)],
+        T.StructType([df.schema[key], T.StructField(pkey, T.IntegerType())]))
+    return df.join(F.broadcast(placement), key, "left").repartition(partitions, pkey) \
+        .select(*df.columns), totals
 
 
 def balanced(df: DataFrame, key: str, weight: str, partitions: int | None = None,
              max_weight: float | None = None) -> DataFrame:
     """``df`` laid out for a Python stage whose cost follows each row's ``weight`` (a numeric
-    column, e.g. a page's bytes): ``partitions`` (default: one per task slot, more when a
-    partition would hold more than ``max_weight``) of about equal total weight, the rows of
-    each ``key`` placed together by :func:`balance`. Few partitions of equal cost beat many
-    small ones: every Python task costs a fixed start, and the last ones to finish leave cores
-    idle. Every row is kept (a null key or weight too)."""
-    spark = df.sparkSession
-
-    def count_parts(total: float) -> int:
-        return partitions or max(spark.sparkContext.defaultParallelism,
-                                 math.ceil(total / max_weight) if max_weight else 1)
-
-    rows = df.select(key, weight).limit(BALANCE_MAX_ROWS + 1).collect()
+    column, e.g. a page's bytes): ``partitions`` (default :func:`task_partitions`) of about
+    equal total weight, the rows of each ``key`` together (:func:`place`). Few partitions of
+    equal cost beat many small ones: every Python task costs a fixed start, and the last ones
+    to finish leave cores idle. Every row is kept (a null key or weight too)."""
+    per_key = df.groupBy(key).agg(F.sum(weight).alias("w"))
+    rows = per_key.limit(BALANCE_MAX_ROWS + 1).collect()
     if len(rows) > BALANCE_MAX_ROWS:
-        return df.repartition(count_parts(float(df.agg(F.sum(weight)).first()[0] or 0)))
-    loads: dict = {}
-    for k, w in rows:
-        loads[k] = loads.get(k, 0.0) + float(w or 0)
-    parts = count_parts(sum(loads.values()))
-    placed = [k for k in loads if k is not None]  # null keys match nothing: they stay together
-    if not placed:
-        return df.repartition(parts)
-    bins = balance([loads[k] for k in placed], parts)
-    keys = partition_keys(spark, parts)
-    pkey = "__pkey"
-    placement = spark.createDataFrame(
-        [(k, keys[b]) for k, b in zip(placed, bins, strict=True)],
-        T.StructType([df.schema[key], T.StructField(pkey, T.IntegerType())]))
-    return df.join(F.broadcast(placement), key, "left").repartition(parts, pkey) \
-        .select(*df.columns)
+        total = float(per_key.agg(F.sum("w")).first()[0] or 0)
+        return df.repartition(partitions or task_partitions(df.sparkSession, total, max_weight))
+    loads = {k: float(w or 0) for k, w in rows}
+    parts = partitions or task_partitions(df.sparkSession, sum(loads.values()), max_weight)
+    return place(df, key, loads, parts)[0]
 
 
 def partition_keys(spark: SparkSession, partitions: int) -> list[int]:

@@ -22,14 +22,13 @@ from sparkfield.core.io import (
     require_path,
 )
 from sparkfield.core.practices import (
-    balance,
-    balanced,
     cached,
     cached_rows,
     local_checkpoint,
-    partition_keys,
+    place,
     sample,
     skew_stats,
+    task_partitions,
 )
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
@@ -122,9 +121,6 @@ def _duplicate_settings(d: dict | None) -> DuplicateSettings:
         raise ConfigError(str(exc)) from exc
 
 
-# the most HTML a partition of the parse stage gets (more pages: more partitions than cores)
-PARSE_PARTITION_BYTES = 128 * 1024 * 1024
-
 # the parameters a stored parse depends on: a change makes the next run parse every page again
 PARSE_PARAMS = ("selector", "extract")
 
@@ -204,18 +200,29 @@ def pages_from_html_dir(spark: SparkSession, path: str, fraction: float | None =
             [(f, len(b), b) for f in underscored for b in [bytearray(read_bytes(spark, f))]],
             files.schema))
     files = sample(files, fraction, seed)
-    n_files = files.count()  # the listing only: the content is not read for a count
-    if not n_files:
+    # the listing only (the content is not read for it): every file's size
+    sizes = {r["path"]: r["length"] for r in files.select("path", "length").collect()}
+    if not sizes:
         raise InputError(f"no files under the HTML directory {path}")
-    # laid out for the parse stage by the listing's sizes: the file source packs files into
-    # partitions of very unequal bytes, and parsing costs about a page's size
-    files = balanced(files, "path", "length", max_weight=PARSE_PARTITION_BYTES).drop("length")
+    # laid out for the parse stage by those sizes: the file source packs files into partitions
+    # of very unequal bytes, and parsing costs about a page's size
+    files = place(files, "path", sizes, parse_partitions(spark, sum(sizes.values())))[0] \
+        .drop("length")
     df = files.mapInPandas(in_worker(_decode_files), "url string, html string")
     return conform_pages(df.select(
         "url", F.col("url").alias("final_url"), F.lit(200).alias("status"),
         F.current_timestamp().cast("timestamp").alias("fetched_at"),
         F.lit("text/html").alias("content_type"), "html", F.lit(0).alias("attempts"))), \
-        n_files, skipped
+        len(sizes), skipped
+
+
+def parse_partitions(spark: SparkSession, html_bytes: float) -> int:
+    """Partitions of the parse stage for ``html_bytes`` of pages: one per task slot, more when
+    one would hold more than the file source puts in a partition
+    (``spark.sql.files.maxPartitionBytes``)."""
+    limit = spark._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
+        spark.conf.get("spark.sql.files.maxPartitionBytes"))
+    return task_partitions(spark, html_bytes, limit)
 
 
 def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
@@ -232,11 +239,7 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
     hosts = list(counts)
     parts = max(1, min(len(hosts), p.fetch_partitions
                        or 4 * spark.sparkContext.defaultParallelism))
-    bins = balance([counts[h] for h in hosts], parts)
-    keys = partition_keys(spark, parts)
-    loads = [0] * parts
-    for h, b in zip(hosts, bins, strict=True):
-        loads[b] += counts[h]
+    placed, loads = place(with_host, "host", counts, parts)
     stats.skew["fetch.urls_per_host"] = skew_stats(list(counts.values()))
     stats.skew["fetch.urls_per_partition"] = skew_stats(loads)
     stats.counts["hosts"] = len(hosts)
@@ -245,10 +248,7 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
         stats.note(f"host skew: {top} has {counts[top]} URLs; politeness allows one request "
                    f"at a time per host, so it bounds the fetch time at about "
                    f"{counts[top] * p.fetch.delay_s:.0f}s")
-    placement = spark.createDataFrame(
-        [(h, keys[b]) for h, b in zip(hosts, bins, strict=True)], "host string, pkey int")
-    placed = with_host.join(F.broadcast(placement), "host")
-    return placed.repartition(parts, "pkey").select(*urls.columns).mapInPandas(
+    return placed.select(*urls.columns).mapInPandas(
         in_worker(fetch_batches(p.fetch)), PAGES_SCHEMA)
 
 
