@@ -22,6 +22,7 @@ from sparkfield.core.io import (
     require_path,
 )
 from sparkfield.core.practices import (
+    BALANCE_MAX_ROWS,
     cached,
     cached_rows,
     local_checkpoint,
@@ -205,9 +206,11 @@ def pages_from_html_dir(spark: SparkSession, path: str, fraction: float | None =
     if not sizes:
         raise InputError(f"no files under the HTML directory {path}")
     # laid out for the parse stage by those sizes: the file source packs files into partitions
-    # of very unequal bytes, and parsing costs about a page's size
-    files = place(files, "path", sizes, parse_partitions(spark, sum(sizes.values())))[0] \
-        .drop("length")
+    # of very unequal bytes, and parsing costs about a page's size (with very many files,
+    # dealt out: the sizes even out)
+    parts = parse_partitions(spark, sum(sizes.values()))
+    files = (place(files, "path", sizes, parts)[0] if len(sizes) <= BALANCE_MAX_ROWS
+             else files.repartition(parts)).drop("length")
     df = files.mapInPandas(in_worker(_decode_files), "url string, html string")
     return conform_pages(df.select(
         "url", F.col("url").alias("final_url"), F.lit(200).alias("status"),
