@@ -170,11 +170,15 @@ def cluster(tmp_path_factory):
 
     assert shutil.which("unshare") and shutil.which("nsenter"), "util-linux unshare/nsenter"
     assert os.geteuid() == 0, "the worker mount namespaces need root"
+    spark_home = Path(pyspark.__file__).parent
+    if Path("/tmp") in (ROOT.resolve(), *ROOT.resolve().parents):
+        pytest.fail(f"the checkout {ROOT} is under /tmp, which every worker replaces with a "
+                    f"private /tmp, so their Spark ({spark_home}) would be gone: clone it "
+                    "elsewhere to run the cluster tests", pytrace=False)
     env_tar = packed_env(BASE_EXTRAS)
     for d in ("build", "out"):
         (ROOT / d).mkdir(exist_ok=True)
     logs = tmp_path_factory.mktemp("cluster-logs")
-    spark_home = Path(pyspark.__file__).parent
     base_env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOG_DIR": str(logs),
                 "SPARK_CONF_DIR": str(ROOT / "conf" / "spark")}
     base_env.pop("PYSPARK_PYTHON", None)
