@@ -171,10 +171,10 @@ def cluster(tmp_path_factory):
     assert shutil.which("unshare") and shutil.which("nsenter"), "util-linux unshare/nsenter"
     assert os.geteuid() == 0, "the worker mount namespaces need root"
     spark_home = Path(pyspark.__file__).parent
-    if Path("/tmp") in (ROOT.resolve(), *ROOT.resolve().parents):
-        pytest.fail(f"the checkout {ROOT} is under /tmp, which every worker replaces with a "
-                    f"private /tmp, so their Spark ({spark_home}) would be gone: clone it "
-                    "elsewhere to run the cluster tests", pytrace=False)
+    if any(Path("/tmp") in (p, *p.parents) for p in (ROOT.resolve(), spark_home.resolve())):
+        pytest.fail(f"the checkout {ROOT} or its Spark {spark_home} is under /tmp, which every "
+                    "worker replaces with a private /tmp: clone it elsewhere to run the "
+                    "cluster tests", pytrace=False)
     env_tar = packed_env(BASE_EXTRAS)
     for d in ("build", "out"):
         (ROOT / d).mkdir(exist_ok=True)
