@@ -59,11 +59,60 @@ def find_conf_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+# Hand-written conf and mapping files hold a few hundred values; aliases that expand beyond
+# this are an alias bomb ("billion laughs"), refused before anything walks the data.
+MAX_YAML_NODES = 100_000
+
+
+def load_yaml(text: str, origin: str, error: type[ConfigError] = ConfigError) -> Any:
+    """``yaml.safe_load`` of ``text``, refusing aliases that expand to more than
+    :data:`MAX_YAML_NODES` values or refer to themselves; ``error`` (one line naming
+    ``origin``) for those and for invalid YAML."""
+    loader = yaml.SafeLoader(text)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, origin, error, {}, set())
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+        raise error(f"{origin}: invalid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise error(f"{origin}: invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, origin: str, error: type[ConfigError],
+                   sizes: dict[int, int], open_: set[int]) -> int:
+    """How many values ``node`` stands for once every alias is written out (shared nodes are
+    counted once per use; each is measured once)."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        raise error(f"{origin}: line {node.start_mark.line + 1}: a YAML alias refers to "
+                    "the value that holds it")
+    open_.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    else:
+        children = []
+    for child in children:
+        size += _expanded_size(child, origin, error, sizes, open_)
+        if size > MAX_YAML_NODES:
+            raise error(f"{origin}: YAML aliases expand to more than {MAX_YAML_NODES:,} "
+                        "values (an alias bomb?): write the values out instead")
+    open_.discard(key)
+    sizes[key] = size
+    return size
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    data = load_yaml(path.read_text(), str(path)) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data

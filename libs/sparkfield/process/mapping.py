@@ -1,23 +1,31 @@
 """The extraction mapping (YAML): sources, time zone and one entry per activity.
 
-Errors (unknown source, missing field, bad expression, missing credential variable) are raised
-as :class:`MappingError` naming the activity and field, before any data is read.
+Errors (unknown source, missing field, unknown key, bad time zone, unset variable, bad
+expression, missing credential variable) are raised as :class:`MappingError` naming the
+activity and field, before any data is read.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from sparkfield.core.conf import ConfigError
+from sparkfield.core.conf import ConfigError, load_yaml
+from sparkfield.core.params import timezone_problem
 
 FORMATS = {"csv", "parquet", "json", "jdbc"}
+TOP_KEYS = ("sources", "views", "timezone", "timestamp_bounds", "activities")
+SOURCE_KEYS = ("format", "path", "options", "url", "table", "user_env", "password_env",
+               "partition_column", "lower_bound", "upper_bound", "num_partitions")
+ACTIVITY_KEYS = ("name", "activity", "label", "source", "case_id", "timestamp",
+                 "timestamp_format", "resource", "lifecycle", "where", "attributes")
+BOUNDS_KEYS = ("min", "max")
+_CREDENTIALS = "credentials come only from the environment (user_env / password_env)"
 
 
 class MappingError(ConfigError):
@@ -71,15 +79,76 @@ class Mapping:
     origin: str = "<inline>"
 
 
+def check_keys(entry: dict, allowed: Collection[str], where: str,
+               misplaced: dict[str, str] | None = None) -> None:
+    """Every key of ``entry`` must be one of ``allowed``: a misspelt key would silently drop
+    what it holds (a filter, the attributes). ``misplaced`` gives keys a message of their
+    own."""
+    for key in entry:
+        if misplaced and key in misplaced:
+            raise MappingError(f"{where}: {misplaced[key]}")
+    unknown = [str(k) for k in entry if k not in allowed]
+    if unknown:
+        raise MappingError(f"{where}: " + "; ".join(
+            f"unknown key {k!r}{_nearest(k, allowed)}" for k in unknown))
+
+
+def _nearest(key: str, allowed: Collection[str]) -> str:
+    near = difflib.get_close_matches(key, list(allowed), n=1)
+    return f" (did you mean {near[0]!r}?)" if near else f" (keys: {', '.join(allowed)})"
+
+
+def attributes_of(raw: Any, where: str) -> dict[str, str]:
+    """``attributes``: a list of columns, or a mapping name -> expression."""
+    raw = raw or {}
+    if isinstance(raw, list):
+        return {str(c): f"`{c}`" for c in raw}
+    if not isinstance(raw, dict):
+        raise MappingError(f"{where}: 'attributes' must be a list of columns or a mapping "
+                           "name -> expression")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def check_timezone(doc: dict, origin: str) -> str:
+    """The mapping's ``timezone`` (UTC by default), checked as Spark will read it."""
+    zone = doc.get("timezone", "UTC")
+    problem = timezone_problem(zone) if isinstance(zone, str) else \
+        f"expected a time zone as text, got {zone!r} (quote an offset: '+02:00')"
+    if problem:
+        raise MappingError(f"{origin}: timezone {problem}")
+    return zone
+
+
+def timestamp_bounds(doc: dict, origin: str) -> tuple[str, str]:
+    bounds = doc.get("timestamp_bounds") or {}
+    if not isinstance(bounds, dict):
+        raise MappingError(f"{origin}: 'timestamp_bounds' must be {{min, max}}")
+    check_keys(bounds, BOUNDS_KEYS, f"{origin}: timestamp_bounds")
+    return str(bounds.get("min", "1970-01-01")), str(bounds.get("max", "2100-01-01"))
+
+
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _expand(text: str) -> str:
-    return _ENV.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), text)
+def _expand(text: str, where: str) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` (the default when VAR is unset or empty, as in the
+    shell). An unset ``${VAR}`` is an error: as "" it would move a path to the root."""
+    def value(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        got = os.environ.get(name)
+        if got:
+            return got
+        if default is None:
+            state = "is empty" if name in os.environ else "is not set"
+            raise MappingError(f"{where}: environment variable {name} {state} (set it, or "
+                               f"give a default: ${{{name}:-...}})")
+        return default
+
+    return _ENV.sub(value, text)
 
 
-def _resolve(path: str, base: Path | str | None) -> str:
-    path = _expand(path)
+def _resolve(path: str, base: Path | str | None, where: str) -> str:
+    path = _expand(path, where)
     if "://" in path or base is None or os.path.isabs(path):
         return path
     if isinstance(base, str) and "://" in base:  # a mapping read from HDFS, S3, ...
@@ -107,14 +176,15 @@ def load_mapping(path: str | os.PathLike[str], spark=None) -> Mapping:
     p = Path(path)
     if not p.is_file():
         raise MappingError(f"mapping file not found: {p}")
-    return _parse_text(p.read_text(), p.parent, str(p))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MappingError(f"{p}: cannot read the mapping ({exc})") from None
+    return _parse_text(text, p.parent, str(p))
 
 
 def _parse_text(text: str, base: Path | str, origin: str) -> Mapping:
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MappingError(f"{origin}: invalid YAML: {exc}") from exc
+    doc = load_yaml(text, origin, MappingError)
     if isinstance(doc, dict) and "objects" in doc:  # the object-centric (OCEL 2.0) form
         from sparkfield.process.ocel_mapping import parse_ocel_mapping
 
@@ -122,9 +192,12 @@ def _parse_text(text: str, base: Path | str, origin: str) -> Mapping:
     return parse_mapping(doc, base=base, origin=origin)
 
 
-def activity_entries(doc: dict, origin: str) -> Iterator[tuple[int, dict, str]]:
+def activity_entries(doc: dict, origin: str, keys: Collection[str] = ACTIVITY_KEYS,
+                     misplaced: dict[str, str] | None = None
+                     ) -> Iterator[tuple[int, dict, str]]:
     """``(position, entry, where)`` for each entry of ``activities``, after the checks that
-    both mapping forms share (a non-empty list of mappings, each naming its activity once)."""
+    both mapping forms share (a non-empty list of mappings with known ``keys``, each naming
+    its activity once)."""
     raw_acts = doc.get("activities") or []
     if not isinstance(raw_acts, list) or not raw_acts:
         raise MappingError(f"{origin}: 'activities' must list at least one activity")
@@ -132,6 +205,8 @@ def activity_entries(doc: dict, origin: str) -> Iterator[tuple[int, dict, str]]:
         where = f"{origin}: activity #{i + 1}"
         if not isinstance(a, dict):
             raise MappingError(f"{where}: must be a mapping")
+        label = a.get("name") or a.get("label") or a.get("activity")
+        check_keys(a, keys, f"{where} ({label})" if label else where, misplaced)
         if bool(a.get("name")) == bool(a.get("activity")):
             raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
                                "(expression)")
@@ -142,6 +217,9 @@ def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inli
                   ) -> Mapping:
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
+    check_keys(doc, TOP_KEYS, origin)
+    timezone = check_timezone(doc, origin)
+    min_ts, max_ts = timestamp_bounds(doc, origin)
     sources, views = parse_sources(doc, base, origin)
     acts = []
     for i, a, where in activity_entries(doc, origin):
@@ -152,21 +230,16 @@ def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inli
         if a["source"] not in sources and a["source"] not in views:
             raise MappingError(f"{where} ({label}): unknown source {a['source']!r} "
                                f"(sources: {', '.join([*sources, *views])})")
-        attrs = a.get("attributes") or {}
-        if isinstance(attrs, list):
-            attrs = {str(c): f"`{c}`" for c in attrs}
+        attrs = attributes_of(a.get("attributes"), f"{where} ({label})")
         acts.append(Activity(
             index=i, source=a["source"], case_id=str(a["case_id"]),
             timestamp=str(a["timestamp"]), name=a.get("name"), activity=a.get("activity"),
             resource=a.get("resource"), lifecycle=a.get("lifecycle"), where=a.get("where"),
-            attributes={str(k): str(v) for k, v in attrs.items()},
+            attributes=attrs,
             timestamp_format=a.get("timestamp_format"), title=a.get("label"),
         ))
-    bounds = doc.get("timestamp_bounds") or {}
-    return Mapping(sources=sources, activities=acts, views=views,
-                   timezone=str(doc.get("timezone", "UTC")),
-                   min_timestamp=str(bounds.get("min", "1970-01-01")),
-                   max_timestamp=str(bounds.get("max", "2100-01-01")), origin=origin)
+    return Mapping(sources=sources, activities=acts, views=views, timezone=timezone,
+                   min_timestamp=min_ts, max_timestamp=max_ts, origin=origin)
 
 
 def parse_sources(doc: dict, base: Path | None, origin: str
@@ -177,8 +250,10 @@ def parse_sources(doc: dict, base: Path | None, origin: str
         raise MappingError(f"{origin}: 'sources' must name at least one source")
     sources = {}
     for name, s in raw_sources.items():
+        where = f"{origin}: source {name!r}"
         if not isinstance(s, dict):
-            raise MappingError(f"{origin}: source {name!r} must be a mapping")
+            raise MappingError(f"{where}: must be a mapping")
+        check_keys(s, SOURCE_KEYS, where, {"password": _CREDENTIALS, "user": _CREDENTIALS})
         fmt = str(s.get("format", "")).lower()
         if fmt not in FORMATS:
             raise MappingError(f"{origin}: source {name!r}: format must be one of "
@@ -187,16 +262,16 @@ def parse_sources(doc: dict, base: Path | None, origin: str
             for key in ("url", "table"):
                 if not s.get(key):
                     raise MappingError(f"{origin}: source {name!r}: jdbc needs {key!r}")
-            if "password" in s or "user" in s:
-                raise MappingError(f"{origin}: source {name!r}: credentials come only from "
-                                   "the environment (user_env / password_env)")
         elif not s.get("path"):
             raise MappingError(f"{origin}: source {name!r}: needs 'path'")
+        options = s.get("options") or {}
+        if not isinstance(options, dict):
+            raise MappingError(f"{where}: 'options' must map reader options to values")
         sources[name] = Source(
             name=name, format=fmt,
-            path=_resolve(str(s["path"]), base) if s.get("path") else None,
-            options={k: str(v) for k, v in (s.get("options") or {}).items()},
-            url=_expand(str(s["url"])) if s.get("url") else None,
+            path=_resolve(str(s["path"]), base, f"{where}: path") if s.get("path") else None,
+            options={str(k): str(v) for k, v in options.items()},
+            url=_expand(str(s["url"]), f"{where}: url") if s.get("url") else None,
             table=s.get("table"), user_env=s.get("user_env"), password_env=s.get("password_env"),
             partition_column=s.get("partition_column"),
             lower_bound=s.get("lower_bound"), upper_bound=s.get("upper_bound"),

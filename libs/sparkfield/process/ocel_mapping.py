@@ -14,7 +14,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkfield.process.mapping import MappingError, Source, activity_entries, parse_sources
+from sparkfield.process.mapping import (
+    MappingError,
+    Source,
+    activity_entries,
+    attributes_of,
+    check_keys,
+    check_timezone,
+    parse_sources,
+    timestamp_bounds,
+)
+
+TOP_KEYS = ("sources", "views", "timezone", "timestamp_bounds", "case_object_type", "objects",
+            "activities", "object_relations")
+OBJECT_KEYS = ("source", "id", "where", "attributes", "changes")
+CHANGE_KEYS = ("source", "id", "timestamp", "timestamp_format", "where", "attributes")
+ACTIVITY_KEYS = ("name", "activity", "label", "source", "timestamp", "timestamp_format", "where",
+                 "attributes", "objects")
+EVENT_OBJECT_KEYS = ("type", "id", "qualifier")
+RELATION_KEYS = ("source", "from", "to", "qualifier", "where")
+END_KEYS = ("type", "id")
+_CLASSIC_ONLY = "belongs to the classic form: relate the event to an object, or give it as an " \
+    "attribute"
+_MISPLACED = {
+    "case_id": "an object-centric mapping relates events to 'objects', not to a 'case_id'",
+    "resource": f"'resource' {_CLASSIC_ONLY}",
+    "lifecycle": f"'lifecycle' {_CLASSIC_ONLY}",
+}
 
 
 @dataclass(frozen=True)
@@ -101,16 +127,6 @@ class OcelMapping:
     origin: str = "<inline>"
 
 
-def _attrs(raw: Any, where: str) -> dict[str, str]:
-    raw = raw or {}
-    if isinstance(raw, list):
-        return {str(c): f"`{c}`" for c in raw}
-    if not isinstance(raw, dict):
-        raise MappingError(f"{where}: 'attributes' must be a list of columns or a mapping "
-                           "name -> expression")
-    return {str(k): str(v) for k, v in raw.items()}
-
-
 def _need(d: dict, keys: tuple[str, ...], where: str) -> None:
     for key in keys:
         if d.get(key) in (None, ""):
@@ -122,6 +138,9 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources', 'objects' and "
                            "'activities'")
+    check_keys(doc, TOP_KEYS, origin)
+    timezone = check_timezone(doc, origin)
+    min_ts, max_ts = timestamp_bounds(doc, origin)
     sources, views = parse_sources(doc, base, origin)
     tables = [*sources, *views]
 
@@ -140,21 +159,26 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
         where = f"{origin}: object type {name!r}"
         if not isinstance(o, dict):
             raise MappingError(f"{where}: must be a mapping")
+        check_keys(o, OBJECT_KEYS, where)
         _need(o, ("source", "id"), where)
+        raw_changes = o.get("changes") or []
+        if not isinstance(raw_changes, list):
+            raise MappingError(f"{where}: 'changes' must list attribute changes")
         changes = []
-        for j, c in enumerate(o.get("changes") or []):
+        for j, c in enumerate(raw_changes):
             cw = f"{where}: change #{j + 1}"
             if not isinstance(c, dict):
                 raise MappingError(f"{cw}: must be a mapping")
+            check_keys(c, CHANGE_KEYS, cw)
             _need(c, ("timestamp", "attributes"), cw)
             changes.append(AttributeChange(
                 source=source_of({"source": c.get("source", o["source"])}, cw),
                 id=str(c.get("id", o["id"])), timestamp=str(c["timestamp"]),
-                attributes=_attrs(c["attributes"], cw), where=c.get("where"),
+                attributes=attributes_of(c["attributes"], cw), where=c.get("where"),
                 timestamp_format=c.get("timestamp_format")))
         types[str(name)] = ObjectType(
             index=i, name=str(name), source=source_of(o, where), id=str(o["id"]),
-            attributes=_attrs(o.get("attributes"), where), where=o.get("where"),
+            attributes=attributes_of(o.get("attributes"), where), where=o.get("where"),
             changes=tuple(changes))
 
     def typed(t: Any, where: str) -> str:
@@ -164,11 +188,8 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
         return str(t)
 
     acts = []
-    for i, a, where in activity_entries(doc, origin):
+    for i, a, where in activity_entries(doc, origin, ACTIVITY_KEYS, _MISPLACED):
         where = f"{where} ({a.get('name') or a.get('label') or a.get('activity')})"
-        if "case_id" in a:
-            raise MappingError(f"{where}: an object-centric mapping relates events to "
-                               "'objects', not to a 'case_id'")
         _need(a, ("source", "timestamp"), where)
         rels = a.get("objects")
         if not isinstance(rels, list) or not rels:
@@ -179,26 +200,32 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
             rw = f"{where}: objects #{j + 1}"
             if not isinstance(r, dict):
                 raise MappingError(f"{rw}: must be a mapping with type, id and qualifier")
+            check_keys(r, EVENT_OBJECT_KEYS, rw)
             _need(r, ("type", "id"), rw)
             objs.append(EventObject(type=typed(r["type"], rw), id=str(r["id"]),
                                     qualifier=str(r.get("qualifier") or "")))
         acts.append(OcelActivity(
             index=i, source=source_of(a, where), timestamp=str(a["timestamp"]),
             objects=tuple(objs), name=a.get("name"), activity=a.get("activity"),
-            where=a.get("where"), attributes=_attrs(a.get("attributes"), where),
+            where=a.get("where"), attributes=attributes_of(a.get("attributes"), where),
             timestamp_format=a.get("timestamp_format"), title=a.get("label")))
 
+    raw_o2o = doc.get("object_relations") or []
+    if not isinstance(raw_o2o, list):
+        raise MappingError(f"{origin}: 'object_relations' must list {{source, from, to}}")
     o2o = []
-    for i, r in enumerate(doc.get("object_relations") or []):
+    for i, r in enumerate(raw_o2o):
         where = f"{origin}: object relation #{i + 1}"
         if not isinstance(r, dict):
             raise MappingError(f"{where}: must be a mapping")
+        check_keys(r, RELATION_KEYS, where)
         _need(r, ("source", "from", "to"), where)
         ends = {}
         for side in ("from", "to"):
             end = r[side]
             if not isinstance(end, dict):
                 raise MappingError(f"{where}: {side!r} must be {{type, id}}")
+            check_keys(end, END_KEYS, f"{where}: {side}")
             _need(end, ("type", "id"), f"{where}: {side}")
             ends[side] = (typed(end["type"], f"{where}: {side}"), str(end["id"]))
         o2o.append(ObjectRelation(
@@ -209,10 +236,7 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
     case_type = doc.get("case_object_type")
     if case_type is not None:
         typed(case_type, f"{origin}: case_object_type")
-    bounds = doc.get("timestamp_bounds") or {}
     return OcelMapping(
         sources=sources, objects=types, activities=acts, object_relations=o2o, views=views,
-        timezone=str(doc.get("timezone", "UTC")),
-        min_timestamp=str(bounds.get("min", "1970-01-01")),
-        max_timestamp=str(bounds.get("max", "2100-01-01")),
+        timezone=timezone, min_timestamp=min_ts, max_timestamp=max_ts,
         case_object_type=case_type, origin=origin)

@@ -3,6 +3,9 @@ come from here."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from sparkfield.core.params import JobSchema, Param
 
 _CLASSIFIER = Param("classifier", "str", "name", "event classifier: name, or name and "
@@ -12,6 +15,20 @@ _TOP_K = Param("top_k_arcs", "int", 30, "process map thinned to the most frequen
 _RENDER = Param("render_map", "bool", True, "render process_map.svg with Graphviz dot (when "
                 "dot is missing, process_map.dot is kept and the run report says so)")
 
+
+def check_mapping(job: dict[str, Any], cfg: Any) -> None:
+    """A mapping on the local file system is read and checked (keys, time zone, variables,
+    aliases) before any JVM starts; one on HDFS or S3 is checked by the run, before data."""
+    if not job.get("mapping"):
+        return
+    from sparkfield.core.batch import resolve_path
+    from sparkfield.process.mapping import load_mapping
+
+    scheme, path = resolve_path(str(job["mapping"]))
+    if scheme == "file" and os.path.isfile(path):
+        load_mapping(path)
+
+
 EVENT_LOG = JobSchema("event_log", [
     Param("mapping", "str", None, "mapping YAML (see conf/event_logs/)", flag="--mapping"),
     _CLASSIFIER,
@@ -19,7 +36,7 @@ EVENT_LOG = JobSchema("event_log", [
           "events go to rejects"),
     _TOP_K,
     _RENDER,
-], output="out/event_log")
+], output="out/event_log", preflight=check_mapping)
 
 PROCESS_MINING = JobSchema("process_mining", [
     Param("log", "str", None, "event log: .xes, .xes.gz, .csv or a Parquet directory",
@@ -32,7 +49,7 @@ PROCESS_MINING = JobSchema("process_mining", [
     Param("columns.resource", "str", "org:resource", "resource column (optional in the log)"),
     Param("columns.lifecycle", "str", "lifecycle:transition", "lifecycle column (optional in "
           "the log)"),
-    Param("timezone", "str", "UTC", "time zone of timestamps without an offset"),
+    Param("timezone", "timezone", "UTC", "time zone of timestamps without an offset"),
     _CLASSIFIER,
     Param("dedupe", "bool", False, "reject exact repeats (a log is taken as it is by "
           "default)"),

@@ -1,0 +1,58 @@
+"""A module that the executors (or the driver) cannot import ends a job in one line naming the
+module, the package that provides it and the extra that ships it."""
+
+import tomllib
+
+import pytest
+
+from sparkfield.core.cli import EXIT_BAD_INPUT, run_job
+from sparkfield.core.conf import load_config
+from sparkfield.core.errors import MODULE_PACKAGES, missing_module_error
+
+
+def _import_in_executor(spark, module: str):
+    def worker(batches):
+        for batch in batches:
+            raise ModuleNotFoundError(f"No module named '{module}'", name=module)
+            yield batch
+
+    spark.range(4).mapInPandas(worker, "id long").collect()
+
+
+def test_an_executor_without_a_package_is_one_line_naming_it(spark, repo_root, capsys):
+    cfg = load_config("process_mining", "local", repo_root / "conf")
+    code = run_job("process_mining", cfg, None, None,
+                   lambda s, c: _import_in_executor(spark, "lxml"), None)
+    assert code == EXIT_BAD_INPUT
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert lines == ["error: Python module 'lxml' is missing where the job ran (an executor "
+                     "without the package lxml): pack it with `make pack-env "
+                     "EXTRAS=process,text` (or the default extras) and pass --python-env "
+                     "build/sparkfield-env.tar.gz"]
+
+
+def test_a_module_outside_the_table_is_named_too(spark):
+    with pytest.raises(Exception) as info:
+        _import_in_executor(spark, "shapely.geometry")
+    line = missing_module_error(info.value)
+    assert line is not None and "'shapely.geometry'" in line and "make pack-env" in line
+    assert missing_module_error(ValueError("no module here")) is None
+
+
+def test_the_module_table_agrees_with_the_project_extras(repo_root):
+    project = tomllib.loads((repo_root / "pyproject.toml").read_text())["project"]
+
+    def names(reqs):
+        return {r.split(";")[0].split("[")[0].split(">")[0].split("=")[0].split("<")[0]
+                .strip().lower() for r in reqs}
+
+    extras = {e: names(reqs) for e, reqs in project["optional-dependencies"].items()}
+    base = names(project["dependencies"])
+    for module, (package, where) in MODULE_PACKAGES.items():
+        if not where:
+            assert package in base, module
+        for extra in where:
+            assert package in extras[extra], (module, extra)
+        # every runtime extra that requires the package is named
+        assert {e for e in ("geo", "process", "text", "nlp") if package in extras[e]} \
+            == set(where), module
