@@ -230,9 +230,12 @@ def local_path(path: str, spark=None) -> str:
 
 def recover_output(output: str, spark=None) -> list[str]:
     """After a run was killed (call with the lock held): put back a previous output that was
-    moved aside but not replaced, and delete half-written staging directories. Returns what
-    it did, for the log. ``output`` may be a path or a ``file:`` URI."""
+    moved aside but not replaced, and delete half-written staging directories and the
+    checkpoints folder beside the output. Returns what it did, for the log. ``output`` may be
+    a path or a ``file:`` URI."""
     import shutil
+
+    from sparkfield.core.practices import own_checkpoints_name
 
     final = Path(local_path(output, spark).rstrip("/"))
     done = []
@@ -247,4 +250,33 @@ def recover_output(output: str, spark=None) -> list[str]:
     for leftover in [*olds, *parent.glob(final.name + ".__staging-*")]:
         shutil.rmtree(leftover, ignore_errors=True)
         done.append(f"removed {leftover.name}")
+    checkpoints = parent / own_checkpoints_name(final.name)
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        in_use = _checkpoint_dir_in_use()
+        stale = [p for p in checkpoints.iterdir() if p.resolve() != in_use]
+        for leftover in stale:
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            checkpoints.rmdir()  # stays while this process's session still uses it
+        if stale or not checkpoints.exists():
+            done.append(f"removed {checkpoints.name}")
     return done
+
+
+def _checkpoint_dir_in_use() -> Path | None:
+    """The local checkpoint directory of a SparkContext running in this process (one a
+    notebook keeps between runs), which its cached frames may still read; else None."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return None
+    try:
+        current = sc._jsc.sc().getCheckpointDir()
+        where = str(current.get()) if current.isDefined() else ""
+    except Exception:  # a stopped or broken context holds nothing
+        return None
+    return Path(where.removeprefix("file:")).resolve() if where.startswith("file:") else None

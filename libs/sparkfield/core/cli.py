@@ -18,13 +18,19 @@ from sparkfield.core.batch import (
     recover_output,
 )
 from sparkfield.core.conf import Config, ConfigError, load_config
-from sparkfield.core.errors import check_master, route_stderr, spark_input_error
+from sparkfield.core.errors import (
+    check_master,
+    disk_full_error,
+    missing_module_error,
+    route_stderr,
+    spark_input_error,
+)
 from sparkfield.core.io import InputError, local_output_problem
 from sparkfield.core.params import JobSchema, key_values  # noqa: F401 (a flag type)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = 2  # also what the environment refuses: an unreachable master, a full disk
 EXIT_REJECTED = 3  # finished, but rejected more input than the job allows
 EXIT_LOCKED = 4  # another run of the same job and output is in progress
 
@@ -137,7 +143,8 @@ def main(
 def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
             run: Callable[[Any, Config], Any], describe: Callable[[Any], str] | None) -> int:
     """Check the output, take its lock, build the session, run, and map the outcome to an exit
-    code. Bad input (a message naming what to fix) is one ``error:`` line on stderr."""
+    code. Bad input (a message naming what to fix) and a full disk are one ``error:`` line
+    on stderr; the output's staging is gone by then and the previous output is kept."""
     log = logging.getLogger("sparkfield")
     if limit is not None:
         cfg.raw["job"]["max_reject_fraction"] = limit  # the run report's status uses it
@@ -177,7 +184,8 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
         except (InputError, ConfigError) as exc:
             return _fail(str(exc), EXIT_BAD_INPUT)
         except Exception as exc:
-            reason = spark_input_error(exc)
+            reason = (disk_full_error(exc, output) or missing_module_error(exc)
+                      or spark_input_error(exc))
             if reason:
                 return _fail(reason, EXIT_BAD_INPUT)
             log.exception("job %s failed", job)

