@@ -38,9 +38,12 @@ test: $(STAMP) $(AIRFLOW_STAMP) system-deps
 package:
 	PYTHONPATH=libs $(PYTHON) -m sparkfield.core.package build/sparkfield.zip
 
-# third-party packages for the executors, shipped with --archives (see conf/cluster.yaml)
+# third-party packages for the executors, shipped with --archives (see conf/cluster.yaml);
+# `make pack-env EXTRAS=nlp` for the embed job
+EXTRAS   ?= geo,process,text
+PACK_ENV ?= build/sparkfield-env.tar.gz
 pack-env:
-	./scripts/pack_env.sh --extras $(or $(EXTRAS),geo,process,text) --output build/sparkfield-env.tar.gz
+	./scripts/pack_env.sh --extras '$(EXTRAS)' --output '$(PACK_ENV)' $(PACK_ARGS)
 
 # the README parameter tables, generated from the job schemas (libs/sparkfield/*/params.py)
 readme-params:

@@ -52,14 +52,17 @@ def _requirements(extras: str) -> list[str]:
 
 
 def packed_env(extras: str) -> Path:
-    """build/sparkfield-env-<extras>-<key>.tar.gz, packed once for these requirements."""
+    """build/sparkfield-env-<extras>-<key>.tar.gz, packed once for these requirements by
+    ``make pack-env``."""
     key = hashlib.sha256("\n".join([sys.version.split()[0], *_requirements(extras)])
                          .encode()).hexdigest()[:12]
     out = ROOT / "build" / f"sparkfield-env-{extras.replace(',', '-')}-{key}.tar.gz"
     if out.is_file():
         return out
-    res = subprocess.run([str(ROOT / "scripts" / "pack_env.sh"), "--extras", extras,
-                          "--output", str(out), "--compress-level", "1"],
+    # as README tells users: `make pack-env` (the default extras) or `make pack-env EXTRAS=nlp`
+    given = [] if extras == BASE_EXTRAS else [f"EXTRAS={extras}"]
+    res = subprocess.run(["make", "-s", "-C", str(ROOT), "pack-env", *given,
+                          f"PACK_ENV={out}", "PACK_ARGS=--compress-level 1"],
                          capture_output=True, text=True, timeout=1500)
     assert res.returncode == 0, f"packing {extras} failed:\n{res.stderr[-3000:]}"
     return out

@@ -42,14 +42,17 @@ def _ids(cluster: Cluster) -> set[str]:
 
 
 def test_packed_environment_holds_the_packages_not_spark_or_sparkfield():
-    """venv-pack archive of the geo, process and text extras: native code (lxml) included;
-    pyspark comes from the cluster and Sparkfield from the --py-files zip."""
+    """`make pack-env`'s venv-pack archive: the geo, process and text extras, native code
+    (lxml) included; pyspark comes from the cluster and Sparkfield from the --py-files zip."""
     import tarfile
 
     with tarfile.open(packed_env(BASE_EXTRAS)) as tar:
         names = set(tar.getnames())
     assert "bin/python" in names
-    assert any(n.startswith("lib/python3.11/site-packages/lxml/") for n in names)
+    site = "lib/python3.11/site-packages"
+    for module in ("lxml", "requests", "bs4", "nltk", "trafilatura", "matplotlib", "yaml",
+                   "pyarrow"):  # every job's packages but embed's, from `make pack-env`
+        assert any(n.startswith(f"{site}/{module}/") for n in names), module
     assert not any("/pyspark/" in n or "/sparkfield/" in n for n in names)
 
 
