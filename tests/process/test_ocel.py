@@ -154,10 +154,11 @@ def test_validation_rules_become_rejects_with_reasons(spark, tmp_path):
     assert ("Place", "unparseable timestamp") in rejects
     assert ("e2o Place", "null object id") in rejects
     assert any(r == "null object id" for s, r in rejects if s.startswith("object relation"))
-    assert {r.ocel_id for r in t.objects.collect()} == {"o1", "o2", "o3", "o4", "c1", "c2"}
+    assert {r.ocel_id for r in t.objects.collect()} == {
+        "order:o1", "order:o2", "order:o3", "order:o4", "customer:c1", "customer:c2"}
     assert t.events.count() == 4
     e2o = {(r.ocel_object_id, r.ocel_type) for r in t.e2o.collect()}
-    assert ("c1", "customer") in e2o and all(o != "c9" for o, _ in e2o)
+    assert ("customer:c1", "customer") in e2o and all(o != "customer:c9" for o, _ in e2o)
     # every relation names an existing event and object
     assert t.e2o.join(t.events, t.e2o.ocel_event_id == t.events.ocel_id, "left_anti").count() \
         == 0

@@ -109,11 +109,39 @@ def csv_header(spark: SparkSession, path: str, **options: str) -> list[str]:
     return spark.read.options(header="true", inferSchema="false", **options).csv(path).columns
 
 
+CSV_DEFAULTS = {"multiLine": "true", "escape": '"'}
+
+
+def csv_options(**options: str) -> dict[str, str]:
+    """The options CSV sources are read with: RFC 4180 as spreadsheets, pandas and pm4py read
+    it (a quoted field may hold line breaks, a quote inside quotes is doubled), then the
+    caller's options, which win whatever their spelling (Spark's option names ignore case).
+    ``multiLine: "false"`` lets Spark split large files known to have no quoted line breaks."""
+    given = {k.lower() for k in options}
+    return {**{k: v for k, v in CSV_DEFAULTS.items() if k.lower() not in given}, **options}
+
+
+def _is_multiline(options: dict[str, str]) -> bool:
+    return any(k.lower() == "multiline" and str(v).lower() == "true" for k, v in options.items())
+
+
+def whole_csv_rows(spark: SparkSession) -> None:
+    """Make Spark parse every field of a CSV line, so that a line with too many or too few
+    fields fills ``_corrupt_record``. Read line by line (``multiLine`` false), Spark's CSV
+    parser otherwise reads only the columns a query selects and takes a malformed line for a
+    good row (a session setting; reading whole records is what every multi-line read does)."""
+    spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
+
+
 def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
     """A CSV with every column as string plus ``_corrupt_record`` for rows that do not parse
     (wrong number of fields, broken quoting). Typing is left to the caller, who can then say
-    exactly why a value is unusable instead of Spark silently turning it into null."""
+    exactly why a value is unusable instead of Spark silently turning it into null. Read with
+    :func:`csv_options`, so quoted line breaks stay inside their field."""
     require_path(spark, path, "input")
+    options = csv_options(**options)
+    if not _is_multiline(options):
+        whole_csv_rows(spark)
     cols = csv_header(spark, path, **options)
     if not cols:
         raise InputError(f"{path}: empty file or no header")

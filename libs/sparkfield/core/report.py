@@ -17,6 +17,17 @@ from typing import Any
 log = logging.getLogger("sparkfield")
 
 
+class RenderUnavailable(RuntimeError):
+    """An optional rendering (a picture of results already written) cannot be made here, for
+    example because its tool is not installed. The run goes on without it."""
+
+
+def _missing_optional_module(exc: BaseException) -> bool:
+    """A plotting library the job can do without is not installed."""
+    return isinstance(exc, ImportError) and (getattr(exc, "name", "") or "").split(".")[0] in (
+        "matplotlib",)
+
+
 @dataclass(kw_only=True)
 class Stats:
     """What a step of work measured, in the sections of the run report: counts, rejects, skew,
@@ -56,6 +67,20 @@ class Stats:
     def note(self, text: str) -> None:
         self.notes.append(text)
         log.info(text)
+
+    @contextmanager
+    def optional(self, output: str) -> Iterator[None]:
+        """Make an optional rendering called ``output``. When it cannot be made here
+        (:class:`RenderUnavailable`, a missing plotting library) the run keeps every other
+        output and says in its notes, on the console too, what was not written and why."""
+        try:
+            yield
+        except Exception as exc:
+            if not (isinstance(exc, RenderUnavailable) or _missing_optional_module(exc)):
+                raise
+            text = f"{output} not written: {exc}"
+            self.notes.append(text)
+            log.warning(text)
 
     def merge(self, other: Stats) -> None:
         """Add what ``other`` measured (its notes were logged when they were made)."""
@@ -134,4 +159,5 @@ class RunReport(Stats):
                 f"  skew[{name}]: max/median={s.get('ratio')} over {s.get('partitions')} partitions"
             )
         lines.append("  steps:   " + ", ".join(f"{s['step']}={s['seconds']}s" for s in self.steps))
+        lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)

@@ -20,9 +20,11 @@ from sparkfield.core.io import (
     REJECTS_SCHEMA,
     InputError,
     as_record,
+    csv_options,
     read_csv_strings,
     read_text_file,
     require_path,
+    whole_csv_rows,
 )
 from sparkfield.core.practices import sample
 from sparkfield.geo.crs import UTM10N
@@ -102,7 +104,9 @@ def _csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
     partition of records parsed by Spark's CSV reader exactly as the file would be."""
     if not is_bundled(path):
         return read_csv_strings(spark, path, **options)
-    options = {k: v for k, v in options.items() if k != "multiLine"}  # one record per element
+    options = {k: v for k, v in csv_options(**options).items()
+               if k.lower() != "multiline"}  # one record per element
+    whole_csv_rows(spark)
     records = _records(bundled_text(path))
     cols = _header(records[0]) if records else []
     if not cols:
@@ -162,11 +166,13 @@ def read_crimes(
     area: StudyArea,
     fraction: float | None = None,
     seed: int = 42,
+    multiline: bool = True,
 ) -> CrimeInput:
     """Police open-data CSV (``TYPE,...,X,Y``) or the same with ``Latitude``/``Longitude``
     (or ``LAT``/``LON``). X/Y (EPSG:26910) are used when both are numeric and non-zero,
-    otherwise latitude/longitude are projected."""
-    raw = sample(_csv_strings(spark, path), fraction, seed)
+    otherwise latitude/longitude are projected. ``multiline=False`` reads the file line by
+    line (splittable; a quoted line break then makes malformed rows)."""
+    raw = sample(_csv_strings(spark, path, multiLine=str(multiline).lower()), fraction, seed)
     cols = [c for c in raw.columns if c != CORRUPT_COL]
     type_col = _find(cols, "TYPE", "type", "offence", "crime_type")
     if type_col is None:
@@ -336,7 +342,7 @@ def read_competitors(
 ) -> PointInput:
     """The Starbucks ``directory.csv`` schema (filtered to the city) or a plain lon/lat CSV."""
     _require(spark, path, "competitors file")
-    frame = _small_csv(spark, path, multiLine="true", escape='"')
+    frame = _small_csv(spark, path)
     cols = [c for c in frame.columns if c != CORRUPT_COL]
     lon_col, lat_col = _find(cols, "Longitude", "lon", "long"), _find(cols, "Latitude", "lat")
     if lon_col is None or lat_col is None:

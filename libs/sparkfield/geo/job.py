@@ -73,6 +73,7 @@ class CoffeeShopParams:
     competitor_filter: dict[str, str] = field(default_factory=dict)
     study_area: dict[str, float] = field(default_factory=dict)
     max_lattice_points: float = 1e8
+    csv_multiline: bool = True
 
     @classmethod
     def from_config(cls, cfg: Config) -> CoffeeShopParams:
@@ -86,6 +87,7 @@ class CoffeeShopParams:
             output=job["output"],
             **{k: s[k] for k in SEARCH_KEYS},
             max_lattice_points=float(s.get("max_lattice_points") or 1e8),
+            csv_multiline=inputs["csv_multiline"],
             seed=cfg.practices.sample_seed,
             **{k: job[k] for k in ("sample", "categories", "ignored_types", "competitor_filter",
                                    "study_area")},
@@ -156,7 +158,7 @@ def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
     check_lattice_size(p, 1)  # one station: refused before anything is read
     with report.step("read_inputs"):
         crime_in = read_crimes(spark, p.crimes, p.categories, p.ignored_types, area,
-                               p.sample, p.seed)
+                               p.sample, p.seed, multiline=p.csv_multiline)
         stations_in = read_stations(spark, p.stations, area)
         competitors_in = read_competitors(spark, p.competitors, area, p.competitor_filter)
     if stations_in.points.empty:
@@ -374,7 +376,9 @@ def _write(spark: SparkSession, result: CoffeeShopResult, c: CoffeeShopComputed,
         out.write_parquet("rejects", result.rejects, partitions=1)
         density = result.extras.get("density", pd.DataFrame(columns=["cx", "cy", "n"]))
         title = f"Coffee-shop search: top {len(result.top)} locations"
-        out.write_bytes("map.png", maps.map_png(result.stations, competitors, density,
-                                                result.top, DENSITY_CELL_M, title))
-        out.write_text("map.html", maps.map_html(result.stations, competitors, density,
-                                                 result.top, DENSITY_CELL_M, title))
+        with report.optional("map.png"):
+            out.write_bytes("map.png", maps.map_png(result.stations, competitors, density,
+                                                    result.top, DENSITY_CELL_M, title))
+        with report.optional("map.html"):
+            out.write_text("map.html", maps.map_html(result.stations, competitors, density,
+                                                     result.top, DENSITY_CELL_M, title))

@@ -11,6 +11,9 @@ SCHEMA = JobSchema("coffee_shops", [
           "GeoJSON points; null: the bundled 22 rapid-transit stations", flag="--stations"),
     Param("inputs.competitors", "str", None, "Starbucks directory.csv or a lon/lat CSV; null: "
           "the bundled Vancouver Starbucks", flag="--competitors"),
+    Param("inputs.csv_multiline", "bool", True, "CSV inputs may hold quoted line breaks "
+          "inside a field (read as spreadsheets read them); false lets Spark split a large "
+          "crimes file known to have none", flag="--csv-multiline"),
     Param("search.grid_step_m", "float", 10.0, "lattice spacing in metres",
           flag="--grid-step-m", gt=0),
     Param("search.search_radius_m", "float", 1000.0, "search radius around each station",

@@ -8,9 +8,13 @@ Tables (all DataFrames, nothing collected):
 * ``o2o``: ``ocel_source_id``, ``ocel_target_id``, ``ocel_qualifier``
 * ``changes``: ``ocel_id``, ``ocel_type``, ``ocel_time``, ``ocel_changed_field``, value
 
-Validation follows the standard's rules: object ids are unique across the log, every event
-and object has a type, every relation names an existing event and object of the declared
-type. What breaks a rule becomes a reject (source, reason, record as JSON), never a silent drop.
+Object ids are ``<type>:<key>`` (:func:`object_id`), the source key prefixed by its object
+type, so they are unique across the log by construction, as OCEL 2.0 requires, even where
+source systems number every table from 1; the source key itself is kept as the object
+attribute ``source_key``. Validation follows the standard's rules: every event and object has a
+type, an object id is used once, every relation names an existing event and object of the
+declared type. What breaks a rule becomes a reject (source, reason, record as JSON), never a
+silent drop.
 
 Event ids are ``e`` + a 64-bit hash of the event's content (activity, time, source position,
 attributes, objects): stable from run to run without a global sort. Events with equal
@@ -34,12 +38,27 @@ from sparkfield.core.io import CORRUPT_COL
 from sparkfield.process.events import REASON, parse_timestamp
 from sparkfield.process.extract import source_frames
 from sparkfield.process.mapping import MappingError
-from sparkfield.process.ocel_mapping import OcelMapping
+from sparkfield.process.ocel_mapping import OcelActivity, OcelMapping
 from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
 
 EID, OID, OTYPE, QUAL = "ocel_id", "ocel_id", "ocel_type", "ocel_qualifier"
 E2O_EVENT, E2O_OBJECT = "ocel_event_id", "ocel_object_id"
 TYPE_INDEX = "type_index"
+SOURCE_KEY = "source_key"  # the object attribute that keeps the source system's key
+
+
+def object_id(type_name: str, key: Column) -> Column:
+    """The log-wide object id of a source key: ``<type>:<key>`` (null for a null key)."""
+    return F.concat(F.lit(f"{type_name}:"), key)
+
+
+def object_key(type_name: str, oid: Column) -> Column:
+    """The source key of an object id of ``type_name`` (the inverse of :func:`object_id`)."""
+    return oid.substr(len(type_name) + 2, 2 ** 31 - 1)
+
+
+def _blank(col: Column) -> Column:
+    return col.isNull() | (F.trim(col) == "")
 
 
 @dataclass
@@ -91,6 +110,11 @@ def _reject(df: DataFrame, source: Column | str, fields: list[str]) -> DataFrame
         F.to_json(F.struct(*[F.col(c) for c in fields])).alias("record"))
 
 
+def _corrupt(df: DataFrame) -> Column:
+    """The unparsed line of a CSV row with the wrong number of fields (null otherwise)."""
+    return F.col(CORRUPT_COL) if CORRUPT_COL in df.columns else F.lit(None).cast("string")
+
+
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
     lo = F.lit(mapping.min_timestamp).cast("timestamp")
     hi = F.lit(mapping.max_timestamp).cast("timestamp")
@@ -101,22 +125,26 @@ def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
     """Object rows of every type with ``reject_reason`` (null for a good object)."""
     parts = []
     for t in mapping.objects.values():
+        if SOURCE_KEY in t.attributes:
+            raise MappingError(f"{t.label}: attribute {SOURCE_KEY!r} is reserved (it holds the "
+                               "object's source key)")
         df = _filtered(frames[t.source], t.where, t.label)
+        key = _expr(df, t.id, t.label, "id").cast("string")
+        attrs = F.map_concat(F.create_map(F.lit(SOURCE_KEY), key),
+                             F.coalesce(_attr_map(df, t.attributes, t.label),
+                                        F.create_map().cast("map<string,string>")))
         parts.append(df.select(
-            _expr(df, t.id, t.label, "id").cast("string").alias(OID),
+            F.when(~_blank(key), object_id(t.name, key)).alias(OID), key.alias("key"),
             F.lit(t.name).alias(OTYPE), F.lit(t.index).alias(TYPE_INDEX),
-            _attr_map(df, t.attributes, t.label).alias(ATTRIBUTES),
-            F.col("__row").alias(ROW_ORDER)))
+            attrs.alias(ATTRIBUTES), F.col("__row").alias(ROW_ORDER),
+            _corrupt(df).alias(CORRUPT_COL)))
     rows = reduce(DataFrame.unionByName, parts)
-    blank = F.col(OID).isNull() | (F.trim(F.col(OID)) == "")
-    w = Window.partitionBy(F.when(blank, F.lit(None)).otherwise(F.col(OID))).orderBy(
-        TYPE_INDEX, ROW_ORDER, F.to_json(ATTRIBUTES))
-    first_type = F.first(OTYPE).over(w)
-    reason = (F.when(blank, "null object id")
-              .when((F.row_number().over(w) > 1) & (first_type == F.col(OTYPE)),
-                    "duplicate object id")
-              .when(F.row_number().over(w) > 1,
-                    F.concat(F.lit("object id already used by type "), first_type)))
+    malformed = F.col(CORRUPT_COL).isNotNull()
+    w = Window.partitionBy(malformed, OID).orderBy(TYPE_INDEX, ROW_ORDER,
+                                                   F.to_json(ATTRIBUTES))
+    reason = (F.when(malformed, "malformed row")
+              .when(F.col(OID).isNull(), "null object id")
+              .when(F.row_number().over(w) > 1, "duplicate object id"))
     return rows.withColumn(REASON, reason)
 
 
@@ -128,13 +156,14 @@ def plan_events(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame
         df = _filtered(frames[a.source], a.where, a.label)
         ts = _expr(df, a.timestamp, a.label, "timestamp")
         name = F.lit(a.name) if a.name else _expr(df, a.activity, a.label, "activity")
+        keys = [_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id").cast("string")
+                for j, o in enumerate(a.objects)]
         objs = F.array(*[F.struct(
             F.lit(o.type).alias("type"),
-            _expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id").cast("string")
-            .alias("id"), F.lit(o.qualifier).alias("qualifier"))
-            for j, o in enumerate(a.objects)])
-        corrupt = F.col(CORRUPT_COL) if CORRUPT_COL in df.columns \
-            else F.lit(None).cast("string")
+            F.when(~_blank(k), object_id(o.type, k)).alias("id"),
+            F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
+            for o, k in zip(a.objects, keys, strict=True)])
+        corrupt = _corrupt(df)
         parts.append(df.select(
             name.cast("string").alias(ACTIVITY),
             _time(df, a.timestamp, a.label, mapping.timezone, a.timestamp_format)
@@ -169,16 +198,33 @@ def _changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | 
         for j, c in enumerate(t.changes):
             label = f"{t.label}: change #{j + 1}"
             df = _filtered(frames[c.source], c.where, label)
+            key = _expr(df, c.id, label, "id").cast("string")
             parts.append(df.select(
-                _expr(df, c.id, label, "id").cast("string").alias(OID),
+                F.when(~_blank(key), object_id(t.name, key)).alias(OID), key.alias("key"),
                 F.lit(t.name).alias(OTYPE),
                 _time(df, c.timestamp, label, mapping.timezone, c.timestamp_format)
                 .alias("ocel_time"),
                 _expr(df, c.timestamp, label, "timestamp").cast("string").alias("time_raw"),
                 F.explode(_attr_map(df, c.attributes, label)).alias(
                     "ocel_changed_field", "value"),
-                F.lit(label).alias("source")))
+                F.lit(label).alias("source"), _corrupt(df).alias(CORRUPT_COL)))
     return reduce(DataFrame.unionByName, parts) if parts else None
+
+
+def _activity_label(a: OcelActivity) -> str:
+    return a.label.removeprefix("activity ").strip("'")
+
+
+def reject_kinds(mapping: OcelMapping) -> dict[str, str]:
+    """What each ``source`` of the rejects table holds: objects, events, e2o, o2o or
+    changes."""
+    kinds = {_activity_label(a): "events" for a in mapping.activities}
+    kinds.update({f"e2o {_activity_label(a)}": "e2o" for a in mapping.activities})
+    kinds.update({r.label: "o2o" for r in mapping.object_relations})
+    for t in mapping.objects.values():
+        kinds[f"object type {t.name}"] = "objects"
+        kinds.update({f"{t.label}: change #{j + 1}": "changes" for j in range(len(t.changes))})
+    return kinds
 
 
 def build(spark: SparkSession, mapping: OcelMapping,
@@ -196,59 +242,58 @@ def build(spark: SparkSession, mapping: OcelMapping,
     o2o_parts = []
     for r in mapping.object_relations:
         df = _filtered(frames[r.source], r.where, r.label)
+        src = _expr(df, r.from_id, r.label, "from id").cast("string")
+        tgt = _expr(df, r.to_id, r.label, "to id").cast("string")
         o2o_parts.append(df.select(
-            _expr(df, r.from_id, r.label, "from id").cast("string").alias("ocel_source_id"),
+            F.when(~_blank(src), object_id(r.from_type, src)).alias("ocel_source_id"),
             F.lit(r.from_type).alias("source_type"),
-            _expr(df, r.to_id, r.label, "to id").cast("string").alias("ocel_target_id"),
+            F.when(~_blank(tgt), object_id(r.to_type, tgt)).alias("ocel_target_id"),
             F.lit(r.to_type).alias("target_type"), F.lit(r.qualifier).alias(QUAL),
-            F.lit(r.label).alias("source")))
+            F.lit(r.label).alias("source"), src.alias("source_key"), tgt.alias("target_key"),
+            _corrupt(df).alias(CORRUPT_COL)))
 
-    labels = {a.index: a.label.removeprefix("activity ").strip("'") for a in mapping.activities}
+    labels = {a.index: _activity_label(a) for a in mapping.activities}
     act_label = F.element_at(F.create_map(*[x for i, lab in labels.items()
                                             for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
     good_objects = objects_all.where(F.col(REASON).isNull()).select(
         OID, OTYPE, TYPE_INDEX, ATTRIBUTES, ROW_ORDER)
     known = good_objects.select(F.col(OID).alias("_oid"), F.col(OTYPE).alias("_otype"))
     rejects = [_reject(objects_all, F.concat(F.lit("object type "), F.col(OTYPE)),
-                       [OID, OTYPE, ATTRIBUTES])]
+                       ["key", OTYPE, ATTRIBUTES, CORRUPT_COL])]
 
     rejects.append(_reject(events_all, act_label,
-                           [ACTIVITY, "timestamp_raw", ATTRIBUTES, "objs"]))
+                           [ACTIVITY, "timestamp_raw", ATTRIBUTES, "objs", CORRUPT_COL]))
     events = events_all.where(F.col(REASON).isNull()).select(
         EID, ACTIVITY, TIMESTAMP, ATTRIBUTES, SRC_ORDER, ROW_ORDER, "objs")
 
     # event-to-object: each relation must name an object of the declared type
     rel = events.select(EID, ACTIVITY, SRC_ORDER, F.explode("objs").alias("o")).select(
         F.col(EID).alias(E2O_EVENT), ACTIVITY, SRC_ORDER, F.col("o.id").alias(E2O_OBJECT),
-        F.col("o.type").alias("declared_type"), F.col("o.qualifier").alias(QUAL))
+        F.col("o.key").alias("key"), F.col("o.type").alias("declared_type"),
+        F.col("o.qualifier").alias(QUAL))
     rel = rel.join(known, rel[E2O_OBJECT] == known["_oid"], "left")
-    rel = keep(rel.withColumn(REASON, F.when(
-        F.col(E2O_OBJECT).isNull() | (F.trim(F.col(E2O_OBJECT)) == ""), "null object id")
-        .when(F.col("_oid").isNull(), "unknown object")
-        .when(F.col("_otype") != F.col("declared_type"),
-              F.concat(F.lit("object is of type "), F.col("_otype")))), "ocel_e2o_rows")
+    rel = keep(rel.withColumn(REASON, F.when(F.col(E2O_OBJECT).isNull(), "null object id")
+                              .when(F.col("_oid").isNull(), "unknown object")),
+               "ocel_e2o_rows")
     rejects.append(_reject(rel, F.concat(F.lit("e2o "), act_label),
-                           [E2O_EVENT, ACTIVITY, E2O_OBJECT, "declared_type", QUAL]))
+                           [E2O_EVENT, ACTIVITY, "key", "declared_type", QUAL]))
     e2o = rel.where(F.col(REASON).isNull()).select(
         E2O_EVENT, E2O_OBJECT, F.col("declared_type").alias(OTYPE), QUAL).dropDuplicates()
 
     if o2o_parts:
         o2o = reduce(DataFrame.unionByName, o2o_parts)
-        src = known.select(F.col("_oid").alias("_s"), F.col("_otype").alias("_st"))
-        tgt = known.select(F.col("_oid").alias("_t"), F.col("_otype").alias("_tt"))
+        src = known.select(F.col("_oid").alias("_s"))
+        tgt = known.select(F.col("_oid").alias("_t"))
         o2o = (o2o.join(src, o2o["ocel_source_id"] == src["_s"], "left")
                .join(tgt, o2o["ocel_target_id"] == tgt["_t"], "left"))
-        o2o = keep(o2o.withColumn(REASON, F.when(
-            F.col("ocel_source_id").isNull() | F.col("ocel_target_id").isNull(),
+        o2o = keep(o2o.withColumn(REASON, F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
+            .when(F.col("ocel_source_id").isNull() | F.col("ocel_target_id").isNull(),
             "null object id")
             .when(F.col("_s").isNull(), "unknown source object")
-            .when(F.col("_t").isNull(), "unknown target object")
-            .when(F.col("_st") != F.col("source_type"),
-                  F.concat(F.lit("source object is of type "), F.col("_st")))
-            .when(F.col("_tt") != F.col("target_type"),
-                  F.concat(F.lit("target object is of type "), F.col("_tt")))), "ocel_o2o_rows")
-        rejects.append(_reject(o2o, F.col("source"), ["ocel_source_id", "source_type",
-                                                      "ocel_target_id", "target_type", QUAL]))
+            .when(F.col("_t").isNull(), "unknown target object")), "ocel_o2o_rows")
+        rejects.append(_reject(o2o, F.col("source"), ["source_key", "source_type",
+                                                      "target_key", "target_type", QUAL,
+                                                      CORRUPT_COL]))
         o2o = o2o.where(F.col(REASON).isNull()).select(
             "ocel_source_id", "ocel_target_id", QUAL).dropDuplicates()
     else:
@@ -258,16 +303,16 @@ def build(spark: SparkSession, mapping: OcelMapping,
     if changes_all is not None:
         ch = changes_all.join(known, changes_all[OID] == known["_oid"], "left")
         raw = F.col("time_raw")
-        ch = keep(ch.withColumn(REASON, F.when(F.col(OID).isNull(), "null object id")
+        ch = keep(ch.withColumn(REASON, F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
+                           .when(F.col(OID).isNull(), "null object id")
                            .when(F.col("_oid").isNull(), "unknown object")
-                           .when(F.col("_otype") != F.col(OTYPE),
-                                 F.concat(F.lit("object is of type "), F.col("_otype")))
                            .when(raw.isNull() | (F.trim(raw) == ""), "null timestamp")
                            .when(F.col("ocel_time").isNull(), "unparseable timestamp")
                            .when(~_in_range(F.col("ocel_time"), mapping),
                                  "timestamp out of range")), "ocel_change_rows")
-        rejects.append(_reject(ch, F.col("source"), [OID, OTYPE, "time_raw",
-                                                     "ocel_changed_field", "value"]))
+        rejects.append(_reject(ch, F.col("source"), ["key", OTYPE, "time_raw",
+                                                     "ocel_changed_field", "value",
+                                                     CORRUPT_COL]))
         changes = ch.where(F.col(REASON).isNull()).select(
             OID, OTYPE, "ocel_time", "ocel_changed_field", "value").dropDuplicates()
     else:

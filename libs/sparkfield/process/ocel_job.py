@@ -25,7 +25,7 @@ from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.process import ocel_map, process_map, xes
 from sparkfield.process.job import ProcessParams, ProcessResult
-from sparkfield.process.ocel import OTYPE, OcelTables, build
+from sparkfield.process.ocel import OTYPE, OcelTables, build, reject_kinds
 from sparkfield.process.ocel_mapping import OcelMapping
 from sparkfield.process.ocel_views import flatten
 from sparkfield.process.ocel_write import Types, log_types, write_json, write_sqlite
@@ -87,7 +87,8 @@ def run_ocel(spark: SparkSession, p: ProcessParams, mapping: OcelMapping, report
         if out is not None:
             out.write_text("ocel_map.dot", dot)
             if p.render_map:
-                out.write_text("ocel_map.svg", process_map.render_svg(dot))
+                with report.optional("ocel_map.svg"):
+                    out.write_text("ocel_map.svg", process_map.render_svg(dot))
             with report.step("write_ocel_json"):
                 write_json(spark, t, c.types, out.path("ocel.json"))
             with report.step("write_ocel_sqlite"):
@@ -124,12 +125,21 @@ def compute(spark: SparkSession, mapping: OcelMapping, stack: ExitStack,
                        o2o=keep(b.o2o, "ocel_o2o"), changes=keep(b.changes, "ocel_changes"),
                        rejects=b.rejects)
         n_rejects = 0
+        by_source: dict[str, int] = {}
         for r in t.rejects.groupBy("source", "reason").count().collect():
             stats.add_rejects(r["source"], {r["reason"]: r["count"]})
+            by_source[r["source"]] = by_source.get(r["source"], 0) + r["count"]
             n_rejects += r["count"]
         per_type = {r[OTYPE]: r["count"] for r in t.objects.groupBy(OTYPE).count().collect()}
     if not rows["ocel_events"]:
         raise InputError(f"{input_name}: no usable events ({n_rejects} rejects)")
+    stats.inputs.update(object_rows=rows["ocel_object_rows"],
+                        event_rows=rows["ocel_event_rows"], e2o_relations=rows["ocel_e2o_rows"],
+                        o2o_relations=rows.get("ocel_o2o_rows", 0),
+                        object_changes=rows.get("ocel_change_rows", 0))
+    lost = _lost(by_source, mapping)
+    if lost:
+        stats.note(f"left out of the log (reasons in ocel_rejects): {lost}")
     stats.outputs.update(events=rows["ocel_events"], objects=rows["ocel_objects"],
                          e2o=rows["ocel_e2o"], o2o=rows["ocel_o2o"],
                          object_changes=rows["ocel_changes"])
@@ -137,6 +147,20 @@ def compute(spark: SparkSession, mapping: OcelMapping, stack: ExitStack,
     types = log_types(t, mapping)
     stats.counts["event_types"] = len(types.events)
     return OcelComputed(tables=t, rows=rows, types=types, stats=stats)
+
+
+LOST_WORDS = {"objects": "objects", "events": "events", "e2o": "event-object relations",
+              "o2o": "object-object relations", "changes": "attribute changes"}
+
+
+def _lost(by_source: dict[str, int], mapping: OcelMapping) -> str:
+    """What the validation left out, by kind, in words ('' when nothing)."""
+    kinds = reject_kinds(mapping)
+    lost: dict[str, int] = {}
+    for source, n in by_source.items():
+        kind = kinds.get(source, "events")
+        lost[kind] = lost.get(kind, 0) + n
+    return ", ".join(f"{lost[k]:,} {w}" for k, w in LOST_WORDS.items() if lost.get(k))
 
 
 def type_views(t: OcelTables, otype: str, stack: ExitStack) -> TypeViews:

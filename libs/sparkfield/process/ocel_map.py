@@ -38,13 +38,13 @@ def to_dot(dfgs: dict[str, pd.DataFrame], activities: pd.DataFrame,
         if a.activity not in shown:
             continue
         shade = int(235 - 150 * a.events / fmax)
-        label = f"{a.activity}\\n{a.events:,}"
+        label = f"{a.activity}\n{a.events:,}"
         lines.append(f"  {_q(a.activity)} [label={_q(label)}, "
                      f"fillcolor={_q(f'#{shade:02x}{shade:02x}ff')}];")
     for t, arcs in kept.items():
         for r in arcs.itertuples(index=False):
             width = 0.5 + 4.5 * r.frequency / amax
-            label = f"{t}: {r.frequency:,}\\n{_duration(r.mean_s)}"
+            label = f"{t}: {r.frequency:,}\n{_duration(r.mean_s)}"
             lines.append(f"  {_q(r.source)} -> {_q(r.target)} [label={_q(label)}, "
                          f"color={_q(colours[t])}, fontcolor={_q(colours[t])}, "
                          f"penwidth={width:.2f}];")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkfield.process.ocel import E2O_EVENT, E2O_OBJECT, EID, OTYPE, OcelTables
+from sparkfield.process.ocel import E2O_EVENT, E2O_OBJECT, EID, OTYPE, OcelTables, object_key
 from sparkfield.process.schema import (
     ACTIVITY,
     ATTRIBUTES,
@@ -25,13 +25,14 @@ from sparkfield.process.schema import (
 
 
 def flatten(tables: OcelTables, object_type: str) -> DataFrame:
-    """The classic event log of one object type (the event columns of ``schema``; the OCEL
-    event id is kept as the attribute ``ocel:eid``)."""
+    """The classic event log of one object type (the event columns of ``schema``): each
+    object's source key is a case id; the OCEL event id is kept as the attribute
+    ``ocel:eid``."""
     rel = (tables.e2o.where(F.col(OTYPE) == object_type)
            .select(E2O_EVENT, E2O_OBJECT).dropDuplicates())
     ev = tables.events.join(rel, tables.events[EID] == rel[E2O_EVENT])
     return ev.select(
-        F.col(E2O_OBJECT).alias(CASE), ACTIVITY, TIMESTAMP,
+        object_key(object_type, F.col(E2O_OBJECT)).alias(CASE), ACTIVITY, TIMESTAMP,
         F.lit(None).cast("string").alias(RESOURCE), F.lit(None).cast("string").alias(LIFECYCLE),
         F.map_concat(F.create_map(F.lit("ocel:eid"), F.col(EID)),
                      F.coalesce(ATTRIBUTES, F.create_map().cast("map<string,string>")))

@@ -34,6 +34,7 @@ from sparkfield.process.ocel import (
     OID,
     OTYPE,
     QUAL,
+    SOURCE_KEY,
     TYPE_INDEX,
     OcelTables,
 )
@@ -64,7 +65,7 @@ def log_types(tables: OcelTables, mapping: OcelMapping) -> Types:
         names.extend(n for n in by_index[r["src_order"]] if n not in names)
     objects = {}
     for t in mapping.objects.values():
-        names = list(t.attributes)
+        names = [SOURCE_KEY, *t.attributes]
         for c in t.changes:
             names.extend(n for n in c.attributes if n not in names)
         objects[t.name] = names

@@ -8,8 +8,10 @@ import subprocess
 
 import pandas as pd
 
+from sparkfield.core.report import RenderUnavailable
 
-class RenderError(RuntimeError):
+
+class RenderError(RenderUnavailable):
     """Graphviz is missing or failed."""
 
 
@@ -23,7 +25,9 @@ def _duration(seconds: float) -> str:
 
 
 def _q(text: str) -> str:
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT string: backslashes and quotes escaped, a line break becomes DOT's ``\\n``."""
+    text = str(text).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\r\n", "\n").replace("\n", "\\n") + '"'
 
 
 def to_dot(dfg: pd.DataFrame, acts: pd.DataFrame, starts: pd.DataFrame, ends: pd.DataFrame,
@@ -48,7 +52,7 @@ def to_dot(dfg: pd.DataFrame, acts: pd.DataFrame, starts: pd.DataFrame, ends: pd
             continue
         shade = int(235 - 150 * a.events / fmax)
         fill = f"#{shade:02x}{shade:02x}ff"
-        label = f"{a.activity}\\n{a.events:,}"
+        label = f"{a.activity}\n{a.events:,}"
         lines.append(f"  {_q(a.activity)} [label={_q(label)}, fillcolor={_q(fill)}];")
     for s in starts.itertuples(index=False):
         if s.activity in shown:
@@ -60,7 +64,7 @@ def to_dot(dfg: pd.DataFrame, acts: pd.DataFrame, starts: pd.DataFrame, ends: pd
                          'style=dashed];')
     for r in arcs.itertuples(index=False):
         width = 0.5 + 4.5 * r.frequency / amax
-        label = f"{r.frequency:,}\\n{_duration(r.mean_s)}"
+        label = f"{r.frequency:,}\n{_duration(r.mean_s)}"
         lines.append(f"  {_q(r.source)} -> {_q(r.target)} [label={_q(label)}, "
                      f"penwidth={width:.2f}];")
     lines.append("}")
@@ -71,9 +75,12 @@ def render_svg(dot_text: str, timeout: int = 120) -> str:
     exe = shutil.which("dot")
     if exe is None:
         raise RenderError("Graphviz 'dot' is not installed (Debian: apt-get install graphviz); "
-                          "process_map.dot was written, render it with: dot -Tsvg")
-    proc = subprocess.run([exe, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True,
-                          timeout=timeout)
+                          "the .dot file was written, render it with: dot -Tsvg")
+    try:
+        proc = subprocess.run([exe, "-Tsvg"], input=dot_text.encode("utf-8"),
+                              capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RenderError(f"dot did not finish in {timeout} s") from None
     if proc.returncode != 0:
         raise RenderError(f"dot failed: {proc.stderr.decode(errors='replace')[:500]}")
     return proc.stdout.decode("utf-8")
