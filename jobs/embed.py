@@ -19,9 +19,10 @@ def parser() -> argparse.ArgumentParser:
 
 def describe(result: EmbedResult) -> str:
     rep = result.report
+    reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(rep.rejects.get("texts", {}).items()))
     lines = [f"{rep.outputs.get('embeddings', 0):,} embeddings of {rep.inputs.get('texts', 0):,} "
-             f"texts ({rep.counts.get('truncated', 0)} truncated, {rep.total_rejects} without "
-             "text)"]
+             f"texts ({rep.counts.get('truncated', 0)} truncated, {rep.total_rejects:,} "
+             f"rejected{': ' + reasons if reasons else ''})"]
     if result.output:
         lines.append(f"outputs: {result.output}/")
     return "\n".join(lines)

@@ -69,7 +69,8 @@ def test_onnx_export_equals_the_torch_engine(folder, onnx_dir, torch_encoder, wi
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     # reused, not exported again
     files = sorted(p.name for p in enc.path.parent.iterdir())
-    assert files == ["model.onnx", "model_int8.onnx"]
+    assert files == ["model.onnx", "model.onnx.sha256", "model_int8.onnx",
+                     "model_int8.onnx.sha256"]
     before = enc.path.stat().st_mtime_ns
     assert ensure_onnx(folder, onnx_dir) == enc.path and enc.path.stat().st_mtime_ns == before
 

@@ -2,7 +2,8 @@
 partition in Arrow batches; the encoder (torch or ONNX Runtime) loads once per worker process
 and is reused by every later task there. Inside each Arrow batch the texts are ordered by token
 length before being cut into model batches (less padding), and the results are put back in
-input order. Rows without text keep a null embedding and a reason."""
+input order. Rows without text, or without an id of their own (null, blank or repeated),
+keep a null embedding and a reason."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.conf import ConfigError
+from sparkfield.core.io import InputError
 from sparkfield.core.ship import shipped_dir
 from sparkfield.core.workers import in_worker
 from sparkfield.nlp.device import choose_device, task_gpu_addresses
 
 ENGINES = ("torch", "onnx")
+MAX_REPEATED_IDS = 100_000
 OUT_SCHEMA = T.StructType([
     T.StructField("id", T.StringType(), True),
     T.StructField("text", T.StringType(), True),
@@ -127,17 +130,45 @@ def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str =
 
 
 def split_texts(df: DataFrame, text_col: str, id_col: str) -> tuple[DataFrame, DataFrame]:
-    """(id, text of rows with text; id, text, null embedding, truncated, reason of the rest)."""
+    """(id, text of rows to embed; id, text, null embedding, truncated, reason of the rest).
+
+    Rows whose id is null, blank or on more than one row are not embedded: later steps join
+    on the id (neighbour texts, topic words), and an ambiguous id would join wrong texts."""
     text = F.col(text_col).cast("string")
-    has_text = text.isNotNull() & (F.trim(text) != "")
-    base = df.select(F.col(id_col).cast("string").alias("id"), text.alias("text"),
-                     has_text.alias("__ok"))
-    good = base.where("__ok").select("id", "text")
-    bad = base.where(~F.col("__ok")).select(
+    base = df.select(F.col(id_col).cast("string").alias("id"), text.alias("text"))
+    repeated = repeated_ids(base, id_col)
+    if repeated is None:
+        base = base.withColumn("__repeated", F.lit(False))
+    else:  # a broadcast join keeps the rows' partitions (a shuffle could merge them)
+        base = base.join(F.broadcast(repeated), "id", "left")
+    reason = (F.when(F.col("id").isNull(), "null id")
+              .when(F.trim("id") == "", "empty id")
+              .when(F.coalesce("__repeated", F.lit(False)), "duplicate id")
+              .when(F.col("text").isNull(), "null text")
+              .when(F.trim("text") == "", "empty text"))
+    base = base.select("id", "text", reason.alias("reason"))
+    good = base.where(F.col("reason").isNull()).select("id", "text")
+    bad = base.where(F.col("reason").isNotNull()).select(
         "id", "text", F.lit(None).cast("array<float>").alias("embedding"),
-        F.lit(None).cast("boolean").alias("truncated"),
-        F.when(F.col("text").isNull(), "null text").otherwise("empty text").alias("reason"))
+        F.lit(None).cast("boolean").alias("truncated"), "reason")
     return good, bad
+
+
+def repeated_ids(base: DataFrame, id_col: str) -> DataFrame | None:
+    """id, __repeated (true) of the ids on more than one row of ``base``, or None when every
+    id is unique. Runs a Spark job. Bad input beyond ``MAX_REPEATED_IDS`` such ids: the id
+    column does not name texts (and the set is too large to broadcast)."""
+    found = (base.where(F.col("id").isNotNull()).groupBy("id").count()
+             .where(F.col("count") > 1).select("id", F.lit(True).alias("__repeated")))
+    n = found.limit(MAX_REPEATED_IDS + 1).count()
+    if n == 0:
+        return None
+    if n > MAX_REPEATED_IDS:
+        name = "doc_id:sentence_idx" if id_col.startswith("__") else repr(id_col)
+        raise InputError(f"id column {name} is not unique: more than "
+                         f"{MAX_REPEATED_IDS:,} ids are on several rows (pass an --id-col "
+                         "that names one text per row, or none for row ids)")
+    return found
 
 
 def worker_threads(spark) -> int:

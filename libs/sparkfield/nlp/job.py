@@ -99,9 +99,11 @@ def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None
     if id_col and id_col not in df.columns:
         raise InputError(f"{path}: no column {id_col!r}")
     if not id_col:
-        # bag_of_words sentences: doc_id + sentence_idx identify a sentence
+        # bag_of_words sentences: doc_id + sentence_idx identify a sentence (null when
+        # either is null: such a row is rejected, not given a partial id)
         if {"doc_id", "sentence_idx"} <= set(df.columns):
-            df = df.withColumn("__id", F.concat_ws(":", "doc_id", "sentence_idx"))
+            df = df.withColumn("__id", F.concat(F.col("doc_id").cast("string"), F.lit(":"),
+                                                F.col("sentence_idx").cast("string")))
         else:
             df = df.withColumn("__id", F.monotonically_increasing_id().cast("string"))
     return df
@@ -130,7 +132,7 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
         result = EmbedResult(embeddings=c.embedded, report=report, output=p.output,
                              extras=c.extras)
         if out is not None:
-            _write(out, c)
+            _write(out, c, report)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold,
                 cfg.job.get("max_reject_fraction"))
     log.info(report.summary())
@@ -192,7 +194,7 @@ def _embed(spark: SparkSession, p: EmbedParams, texts: DataFrame, id_col: str, f
         from sparkfield.nlp.onnx_engine import ensure_onnx
 
         with stats.step("onnx export"):  # once, on the driver; a no-op when already there
-            ensure_onnx(folder, p.onnx_dir, p.quantize)
+            ensure_onnx(folder, p.onnx_dir, p.quantize, on_rebuild=stats.note)
     good, bad = split_texts(texts, p.text_col, id_col)
     no_reason = F.lit(None).cast("string").alias("reason")
     if not p.cache_dir:
@@ -234,8 +236,9 @@ def _stages(spark: SparkSession, p: EmbedParams, c: EmbedComputed, folder: Path,
             method = nb.get("method", "exact")
             pairs = exact_neighbors(queries, emb, k) if method == "exact" \
                 else approx_neighbors(queries, emb, k)
-            texts = emb.select(F.col("id").alias("neighbor_id"), F.col("text").alias(
-                "neighbor_text"))
+            # embedded rows only: their ids are unique and not null (split_texts)
+            texts = emb.where(F.col("embedding").isNotNull()).select(
+                F.col("id").alias("neighbor_id"), F.col("text").alias("neighbor_text"))
             c.extras["neighbors"] = pairs.join(texts, "neighbor_id").orderBy(
                 "query_id", "rank").toPandas()
     tp = p.topics
@@ -271,7 +274,7 @@ def _stages(spark: SparkSession, p: EmbedParams, c: EmbedComputed, folder: Path,
             c.extras["attention"] = maps
 
 
-def _write(out: AtomicOutput, c: EmbedComputed) -> None:
+def _write(out: AtomicOutput, c: EmbedComputed, report: RunReport) -> None:
     out.write_parquet("embeddings", c.embeddings)
     if "neighbors" in c.extras:
         out.write_csv("neighbors.csv", c.extras["neighbors"][
@@ -285,4 +288,6 @@ def _write(out: AtomicOutput, c: EmbedComputed) -> None:
         out.write_csv("topics.csv", table)
     for i, ((_, tokens, att), text) in enumerate(zip(c.extras.get("attention", []),
                                                      c.attention_texts, strict=True)):
-        out.write_bytes(f"attention/sentence_{i + 1}.png", attention_grid_png(tokens, att, text))
+        name = f"attention/sentence_{i + 1}.png"
+        with report.optional(name):
+            out.write_bytes(name, attention_grid_png(tokens, att, text))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from sparkfield.core.io import InputError
+from sparkfield.nlp.weights import weights_problem
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER = ("tokenizer.json", "vocab.txt")
@@ -29,7 +30,8 @@ def default_model_dir() -> Path:
 
 
 def check_model_dir(path: str | Path | None) -> Path:
-    """The folder, validated: config.json parses, weights and tokenizer files are present."""
+    """The folder, validated: config.json parses, tokenizer files are present, and weights
+    are present and whole (their headers match their sizes)."""
     folder = Path(path) if path else default_model_dir()
     if not folder.is_dir():
         raise ModelError(f"model folder not found: {folder}")
@@ -44,6 +46,13 @@ def check_model_dir(path: str | Path | None) -> Path:
         raise ModelError(f"{config}: no model_type")
     if not any((folder / w).is_file() and (folder / w).stat().st_size > 0 for w in WEIGHTS):
         raise ModelError(f"{folder}: no weights ({' or '.join(WEIGHTS)})")
+    for weights in (folder / w for w in WEIGHTS if (folder / w).is_file()):
+        try:
+            problem = weights_problem(weights)
+        except OSError as exc:
+            problem = f"unreadable: {exc}"
+        if problem:
+            raise ModelError(f"{weights}: {problem}; copy or download the model folder again")
     if not any((folder / t).is_file() for t in TOKENIZER):
         raise ModelError(f"{folder}: no tokenizer files ({' or '.join(TOKENIZER)})")
     return folder

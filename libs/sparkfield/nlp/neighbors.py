@@ -22,7 +22,8 @@ def exact_neighbors(queries: DataFrame, corpus: DataFrame, k: int,
                     exclude_self: bool = True) -> DataFrame:
     """``queries`` and ``corpus``: id, embedding (L2-normalised). Queries are collected and
     broadcast (keep them to what fits in memory: thousands); the corpus can be any size."""
-    q = queries.where(F.col("embedding").isNotNull()).select("id", "embedding").toPandas()
+    q = queries.where(F.col("embedding").isNotNull() & F.col("id").isNotNull()).select(
+        "id", "embedding").toPandas()
     if q.empty:
         return corpus.sparkSession.createDataFrame([], NEIGHBOR_SCHEMA)
     q_ids = q["id"].astype(str).to_numpy()
@@ -52,8 +53,9 @@ def exact_neighbors(queries: DataFrame, corpus: DataFrame, k: int,
                 if np.isfinite(best_s[r, c])]
         yield pd.DataFrame(rows, columns=["query_id", "neighbor_id", "cosine"])
 
-    partial = corpus.select(F.col("id").cast("string").alias("id"), "embedding") \
-        .mapInPandas(in_worker(top_k), NEIGHBOR_SCHEMA)
+    partial = corpus.where(F.col("id").isNotNull()).select(
+        F.col("id").cast("string").alias("id"), "embedding").mapInPandas(
+        in_worker(top_k), NEIGHBOR_SCHEMA)
     w = Window.partitionBy("query_id").orderBy(F.desc("cosine"), "neighbor_id")
     return partial.withColumn("rank", F.row_number().over(w)).where(F.col("rank") <= k)
 
@@ -63,7 +65,7 @@ def approx_neighbors(queries: DataFrame, corpus: DataFrame, k: int, bucket_lengt
     """LSH on unit vectors: Euclidean distance d relates to cosine as 1 - d^2 / 2."""
 
     def vec(df: DataFrame) -> DataFrame:
-        return df.where(F.col("embedding").isNotNull()).select(
+        return df.where(F.col("embedding").isNotNull() & F.col("id").isNotNull()).select(
             F.col("id").cast("string").alias("id"), array_to_vector("embedding").alias("v"))
 
     lsh = BucketedRandomProjectionLSH(inputCol="v", outputCol="h", bucketLength=bucket_length,

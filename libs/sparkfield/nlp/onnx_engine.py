@@ -3,10 +3,15 @@ normalisation inside the graph), optionally int8-quantised, cached on disk and r
 onnxruntime on the CPU or, where a GPU is assigned, its CUDA provider.
 
 Exports are keyed by a fingerprint of the model's config and weights and written atomically
-(temporary file + rename), so two executors exporting at once never read a half-written file."""
+(temporary file + rename), so two executors exporting at once never read a half-written file.
+Each export's sha256 is recorded beside it (``model.onnx.sha256``); a cached export that does
+not match its hash (or, exported before hashes were recorded, does not load) is rebuilt."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
 import os
 import uuid
 from collections.abc import Callable
@@ -22,6 +27,7 @@ from sparkfield.nlp.model import ModelError, fingerprint
 
 QUANTIZE = ("none", "int8")
 OPSET = 17
+log = logging.getLogger("sparkfield.nlp")
 
 
 class OnnxUnavailable(ConfigError):
@@ -44,9 +50,10 @@ def export_dir(folder: Path, onnx_dir: str | Path | None) -> Path:
     return Path(onnx_dir) / f"{folder.name}-{fp}" if onnx_dir else folder / "onnx" / fp
 
 
-def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None,
-                quantize: str = "none") -> Path:
-    """The path of the ONNX file for ``folder`` (exported, and quantised, when missing)."""
+def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None, quantize: str = "none",
+                on_rebuild: Callable[[str], None] | None = None) -> Path:
+    """The path of the ONNX file for ``folder`` (exported, and quantised, when missing or
+    when the cached file does not verify; ``on_rebuild`` is told of each rebuild)."""
     if quantize not in QUANTIZE:
         raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
     target = export_dir(folder, onnx_dir)
@@ -56,14 +63,69 @@ def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None,
         raise ModelError(f"cannot create the ONNX export folder {target}: {exc} (set onnx_dir "
                          "in conf/jobs/embed.yaml or --onnx-dir to a writable folder)") from exc
     fp32 = target / "model.onnx"
-    if not fp32.is_file():
-        _atomic(fp32, lambda tmp: export_onnx(folder, tmp))
+    _ensure(fp32, lambda tmp: export_onnx(folder, tmp), on_rebuild)
     if quantize == "none":
         return fp32
     int8 = target / "model_int8.onnx"
-    if not int8.is_file():
-        _atomic(int8, lambda tmp: quantize_int8(fp32, tmp))
+    _ensure(int8, lambda tmp: quantize_int8(fp32, tmp), on_rebuild)
     return int8
+
+
+def _ensure(path: Path, write: Callable[[Path], None],
+            on_rebuild: Callable[[str], None] | None) -> None:
+    """Build ``path`` when missing or when it does not verify, recording its hash."""
+    cached = path.is_file()
+    if cached and _verifies(path):
+        return
+
+    def write_recorded(tmp: Path) -> None:
+        write(tmp)
+        _record_hash(tmp, path)
+
+    _atomic(path, write_recorded)
+    if cached:
+        text = f"cached ONNX export {path} did not verify (cut short or corrupt): rebuilt"
+        log.warning(text)
+        if on_rebuild is not None:
+            on_rebuild(text)
+
+
+def hash_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _record_hash(written: Path, final: Path) -> None:
+    """The hash of ``written`` (not yet renamed to ``final``) beside ``final``, atomically."""
+    tmp = final.with_name(f".{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp.sha256")
+    try:
+        tmp.write_text(_sha256(written) + "\n")
+        os.replace(tmp, hash_path(final))
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _verifies(path: Path) -> bool:
+    """``path`` matches its recorded hash; without one (an older export), it loads in
+    onnxruntime, and then its hash is recorded."""
+    recorded = hash_path(path)
+    try:
+        if recorded.is_file():
+            return recorded.read_text().strip() == _sha256(path)
+        ort = require_onnxruntime()
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception:  # unreadable, unparsable: not a usable export
+        return False
+    with contextlib.suppress(OSError):  # a read-only cache: load-tested again next time
+        _record_hash(path, path)
+    return True
 
 
 def _atomic(final: Path, write: Callable[[Path], None]) -> None:

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import ConfigError
+from sparkfield.nlp.embed import split_texts
 
 SPARK_NLP_VERSION = "7.0.0"  # the Spark NLP line that supports pyspark 4.1 (Scala 2.13)
 ANNOTATORS = {
@@ -55,9 +56,7 @@ def embed_sparknlp(spark: SparkSession, df: DataFrame, text_col: str, id_col: st
     from sparknlp.base import DocumentAssembler, EmbeddingsFinisher
 
     cls = getattr(ann, ANNOTATORS[annotator])
-    text = F.col(text_col).cast("string")
-    base = df.select(F.col(id_col).alias("id"), text.alias("text"))
-    ok = base.where(text.isNotNull() & (F.trim(text) != ""))
+    ok, bad = split_texts(df, text_col, id_col)  # the torch engine's rejects, same reasons
     pipeline = Pipeline(stages=[
         DocumentAssembler().setInputCol("text").setOutputCol("document"),
         cls.load(model_dir).setInputCols(["document"]).setOutputCol("sentence_embeddings"),
@@ -68,8 +67,4 @@ def embed_sparknlp(spark: SparkSession, df: DataFrame, text_col: str, id_col: st
         "id", "text", F.element_at("finished", 1).cast("array<float>").alias("embedding"),
         F.lit(None).cast("boolean").alias("truncated"),
         F.lit(None).cast("string").alias("reason"))
-    bad = base.where(text.isNull() | (F.trim(text) == "")).select(
-        "id", "text", F.lit(None).cast("array<float>").alias("embedding"),
-        F.lit(None).cast("boolean").alias("truncated"),
-        F.when(F.col("text").isNull(), "null text").otherwise("empty text").alias("reason"))
     return out.unionByName(bad)
