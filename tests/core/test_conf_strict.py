@@ -109,3 +109,16 @@ def test_a_bad_time_zone_in_the_job_conf_exits_2_before_spark(tmp_path, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1
     assert "timezone 'Mars/Olympus' is not a time zone" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_session_time_zone_exits_2_before_spark(tmp_path, capsys):
+    conf = _conf_copy(tmp_path)
+    base = conf / "base.yaml"
+    base.write_text(base.read_text().replace("spark.sql.session.timeZone: UTC",
+                                             "spark.sql.session.timeZone: Mars/Olympus"))
+    code = job_module("process_mining").main(["--conf-dir", str(conf), "--log", "x.xes",
+                                              "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: spark.sql.session.timeZone: ") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()

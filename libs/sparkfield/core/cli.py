@@ -26,7 +26,11 @@ from sparkfield.core.errors import (
     spark_input_error,
 )
 from sparkfield.core.io import InputError, local_output_problem
-from sparkfield.core.params import JobSchema, key_values  # noqa: F401 (a flag type)
+from sparkfield.core.params import (  # noqa: F401 (key_values: a flag type)
+    JobSchema,
+    key_values,
+    timezone_problem,
+)
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -106,6 +110,10 @@ def job_config(job: str, args: argparse.Namespace,
         cfg.raw["job"]["output"] = partition_path(output, args.run_date)
         cfg.raw["job"]["run_date"] = args.run_date
     cfg.practices  # noqa: B018 (unknown practices keys are errors)
+    zone = cfg.spark.conf.get("spark.sql.session.timeZone")
+    problem = timezone_problem(str(zone)) if zone else None
+    if problem:
+        raise ConfigError(f"spark.sql.session.timeZone: {problem}")
     if schema is not None:
         values = schema.validate(cfg.job)
         if schema.preflight is not None:
