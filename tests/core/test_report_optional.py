@@ -21,3 +21,17 @@ def test_missing_tools_are_notes_and_other_failures_propagate(caplog):
     with pytest.raises(ValueError), report.optional("map.png"):
         raise ValueError("a bug in the drawing code")
     assert len(report.notes) == 2
+
+
+def test_the_stage_view_reads_as_words_on_the_console():
+    report = RunReport("process_mining")
+    report.skew["events"] = {"ratio": 1.5, "partitions": 4}
+    report.skew["stages"] = {"available": True, "threshold": 4.0, "skewed": [
+        "stage 7 (collect): max/median task time 9.1"], "stages": [
+        {"stage": 3, "ratio": 1.2}, {"stage": 7, "ratio": 9.1}, {"stage": 8, "ratio": None}]}
+    lines = report.summary().splitlines()
+    assert "  skew[events]: max/median=1.5 over 4 partitions" in lines
+    assert ("  skew[stages]: 3 stages of 2+ tasks, worst max/median task time 9.1; 1 over 4.0: "
+            "stage 7 (collect): max/median task time 9.1") in lines
+    report.skew["stages"] = {"available": False, "reason": "spark.ui.enabled is false"}
+    assert "  skew[stages]: not available (spark.ui.enabled is false)" in report.summary()

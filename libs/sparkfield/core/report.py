@@ -28,6 +28,18 @@ def _missing_optional_module(exc: BaseException) -> bool:
         "matplotlib",)
 
 
+def _stages_line(view: dict[str, Any]) -> str:
+    """The stage view of ``core.stages`` in words: how many stages, which are skewed."""
+    if not view.get("available"):
+        return f"not available ({view.get('reason', 'no reason given')})"
+    rows = view.get("stages", [])
+    ratios = [r["ratio"] for r in rows if r.get("ratio") is not None]
+    worst = f", worst max/median task time {max(ratios)}" if ratios else ""
+    skewed = view.get("skewed", [])
+    return (f"{len(rows)} stages of 2+ tasks{worst}; {len(skewed)} over "
+            f"{view.get('threshold')}" + (f": {'; '.join(skewed[:3])}" if skewed else ""))
+
+
 @dataclass(kw_only=True)
 class Stats:
     """What a step of work measured, in the sections of the run report: counts, rejects, skew,
@@ -155,9 +167,11 @@ class RunReport(Stats):
                 parts = ", ".join(f"{r}={n}" for r, n in reasons.items())
                 lines.append(f"  rejects[{source}]: {parts}")
         for name, s in self.skew.items():
-            lines.append(
-                f"  skew[{name}]: max/median={s.get('ratio')} over {s.get('partitions')} partitions"
-            )
+            if "available" in s:  # the view of the run's completed stages
+                lines.append(f"  skew[{name}]: {_stages_line(s)}")
+            else:
+                lines.append(f"  skew[{name}]: max/median={s.get('ratio')} over "
+                             f"{s.get('partitions')} partitions")
         lines.append("  steps:   " + ", ".join(f"{s['step']}={s['seconds']}s" for s in self.steps))
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
