@@ -85,19 +85,23 @@ def classify(df: DataFrame, min_ts: str | None, max_ts: str | None,
 def suspicious_timestamps(events: DataFrame, before: str, after: str,
                           examples: int = 5) -> dict:
     """Events dated before ``before`` or after ``after`` (kept, but likely mistyped): how
-    many, their range, how many cases, and a few examples (case, activity, timestamp)."""
+    many, their range, how many cases, and a few examples (case, activity, timestamp).
+
+    Timestamps are formatted by Spark, never collected: Python's datetime stops at year 1
+    and fails on a time within a day of it (``0001-01-01``, an ERP's empty date)."""
     lo, hi = F.lit(before).cast("timestamp"), F.lit(after).cast("timestamp")
     odd = events.where((F.col(TIMESTAMP) < lo) | (F.col(TIMESTAMP) > hi))
-    row = odd.agg(F.count(F.lit(1)).alias("n"), F.min(TIMESTAMP).alias("lo"),
-                  F.max(TIMESTAMP).alias("hi"), F.countDistinct(CASE).alias("cases")).first()
+    fmt = "yyyy-MM-dd'T'HH:mm:ssXXX"
+    row = odd.agg(F.count(F.lit(1)).alias("n"), F.date_format(F.min(TIMESTAMP), fmt).alias("lo"),
+                  F.date_format(F.max(TIMESTAMP), fmt).alias("hi"),
+                  F.countDistinct(CASE).alias("cases")).first()
     if not row or not row["n"]:
         return {"events": 0}
-    fmt = "yyyy-MM-dd'T'HH:mm:ssXXX"
     sample = odd.orderBy(TIMESTAMP, CASE).limit(examples).select(
         CASE, ACTIVITY, F.date_format(TIMESTAMP, fmt).alias(TIMESTAMP)).collect()
     return {
         "events": int(row["n"]), "cases": int(row["cases"]),
-        "first": row["lo"].isoformat(), "last": row["hi"].isoformat(),
+        "first": row["lo"], "last": row["hi"],
         "outside": [before, after],
         "examples": [{CASE: r[CASE], ACTIVITY: r[ACTIVITY], TIMESTAMP: r[TIMESTAMP]}
                      for r in sample],

@@ -36,6 +36,7 @@ from sparkfield.process.ocel_mapping import OcelMapping
 from sparkfield.process.params import SCHEMAS
 from sparkfield.process.schema import ACTIVITY, CASE, ORDER, SRC_ORDER, TIMESTAMP
 from sparkfield.process.views import Views, case_sequences, compute_views
+from sparkfield.process.xes_split import needs_one_range
 
 log = logging.getLogger("sparkfield.process")
 
@@ -57,6 +58,7 @@ class ProcessParams:
     suspect_before: str = "1970-01-01"  # events outside these are reported, not dropped
     suspect_after: str | None = None  # None: the time of the run
     render_map: bool = True
+    csv_multiline: bool = True
 
     @classmethod
     def from_config(cls, cfg: Config) -> ProcessParams:
@@ -74,6 +76,7 @@ class ProcessParams:
             suspect_before=str(j.get("suspect_before") or "1970-01-01"),
             suspect_after=_text(j.get("suspect_after")),
             render_map=bool(j.get("render_map", True)),
+            csv_multiline=bool(j.get("csv_multiline", True)),
         )
         if p.classifier not in ("name", "name+lifecycle"):
             raise ConfigError(f"classifier must be name or name+lifecycle, got {p.classifier!r}")
@@ -140,9 +143,25 @@ def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
     p = ProcessParams.from_config(cfg)
     if not p.log:
         raise ConfigError("process_mining needs --log PATH")
+    try:
+        return _mine_log(spark, p, cfg)
+    except Exception as exc:
+        if not needs_one_range(exc):
+            raise
+    # nothing was written: the output's staging went with the failed attempt
+    return _mine_log(spark, p, cfg, one_range=True)
+
+
+def _mine_log(spark: SparkSession, p: ProcessParams, cfg: Config,
+              one_range: bool = False) -> ProcessResult:
     report = RunReport("process_mining", params=_params(p))
+    if one_range:
+        report.note(f"{p.log}: a comment, CDATA section or processing instruction holding "
+                    "<trace crosses the end of a byte range: the log was read as one range")
     with report.step("read_log"):
-        raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone), p.sample, p.seed)
+        raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone, one_range,
+                                     p.csv_multiline),
+                           p.sample, p.seed)
     classified = classify(raw, p.min_timestamp, p.max_timestamp,
                           dedupe=False if p.dedupe is None else p.dedupe)
     return _finish(spark, p, classified, F.lit("log"), report, {0: "log"},
@@ -288,11 +307,8 @@ def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, c: ProcessC
                                  small["end_activities"], p.top_k_arcs)
         out.write_text("process_map.dot", dot)
         if p.render_map:
-            try:
+            with report.optional("process_map.svg"):
                 out.write_text("process_map.svg", process_map.render_svg(dot))
-            except process_map.RenderError as exc:  # optional: keep every other output
-                report.note(f"process_map.svg not written: {exc}")
-                log.warning("process_map.svg not written: %s", exc)
     with report.step("write_rejects"):
         out.write_parquet("rejects", c.rejects, partitions=1)
     report.outputs["dfg_arcs"] = len(small["dfg"])

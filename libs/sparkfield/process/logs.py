@@ -54,18 +54,21 @@ def _read_parquet_log(spark: SparkSession, path: str) -> DataFrame:
                          f"or a Parquet directory): {reason}") from None
 
 
-def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "UTC") -> DataFrame:
-    """Raw rows with the event columns, ``timestamp_raw`` and file order in ``row_order``."""
+def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "UTC",
+             one_range: bool = False, csv_multiline: bool = True) -> DataFrame:
+    """Raw rows with the event columns, ``timestamp_raw`` and file order in ``row_order``;
+    ``one_range``: a plain XES file read as one range (see :func:`read_xes`);
+    ``csv_multiline=False`` reads a CSV log line by line (splittable, no quoted line breaks)."""
     fmt = log_format(path)
     if fmt == "xes":
-        raw = read_xes(spark, path)
+        raw = read_xes(spark, path, one_range=one_range)
         return raw.select(
             CASE, ACTIVITY,
             parse_timestamp(F.col(RAW_TS), T.StringType(), timezone, None).alias(TIMESTAMP),
             RESOURCE, LIFECYCLE, ATTRIBUTES, F.lit(0).alias(SRC_ORDER), ROW_ORDER, RAW_TS,
         )
     if fmt == "csv":
-        df = read_csv_strings(spark, path)
+        df = read_csv_strings(spark, path, multiLine=str(csv_multiline).lower())
     else:
         require_path(spark, path, "log")
         df = _read_parquet_log(spark, path)

@@ -50,6 +50,9 @@ PROCESS_MINING = JobSchema("process_mining", [
     Param("columns.lifecycle", "str", "lifecycle:transition", "lifecycle column (optional in "
           "the log)"),
     Param("timezone", "timezone", "UTC", "time zone of timestamps without an offset"),
+    Param("csv_multiline", "bool", True, "a CSV log may hold quoted line breaks inside a "
+          "field (read as spreadsheets read it); false lets Spark split a large log known to "
+          "have none", flag="--csv-multiline"),
     _CLASSIFIER,
     Param("dedupe", "bool", False, "reject exact repeats (a log is taken as it is by "
           "default)"),

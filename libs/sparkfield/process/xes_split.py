@@ -8,6 +8,15 @@ and the traces are dealt out to every executor to be parsed (one reading core pl
 the log's text: see the README). The text before the first trace (the log's extensions,
 globals and classifiers) is read once, on the driver.
 
+A ``<trace`` inside a comment, CDATA section or processing instruction starts no trace: the
+records either side of such a cut are joined again where they are read (:func:`open_markup`
+finds the cuts; a record holding no ``!`` and no ``?`` costs two character searches). Where
+such a region crosses the end of a byte range, that range's task raises
+:class:`MarkupAcrossRanges`; the next range then starts inside the region and may fail on
+what it reads, so every error of a range after the first is an :class:`XesRangeError`. After
+either, process_mining reads the file again as one range (``one_range=True``: one task reads
+the ranges in order, as for a ``.xes.gz``), which settles the rows or the error.
+
 Every trace is parsed by :func:`sparkfield.process.xes.xes_rows`, the driver reader's own
 rules, inside ``<log ...>`` as the file opens it, so the rows are the driver reader's. The
 order of events is kept in ``row_order``, increasing through the file (see
@@ -26,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.errors import executor_input_error
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
 from sparkfield.core.workers import in_worker
 from sparkfield.process.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
@@ -35,16 +45,62 @@ _LOG_OPEN = re.compile(r"<(?:[\w.-]+:)?log(?:\s[^>]*)?>", re.S)
 _LOG_CLOSE = re.compile(r"</(?:[\w.-]+:)?log>\s*$")
 _ENCODING = re.compile(r"""<\?xml[^>]*encoding\s*=\s*["']([^"']+)["']""")
 _UTF8 = {"utf-8", "utf8", "us-ascii", "ascii"}
+# what opens a comment, a CDATA section or a processing instruction, and what closes it
+_MARKUP = re.compile(r"<!--|<!\[CDATA\[|<\?")
+_CLOSERS = {"<!--": "-->", "<![CDATA[": "]]>", "<?": "?>"}
 RECORD_SCHEMA = T.StructType([
     T.StructField("pos", T.LongType()), T.StructField("line", T.LongType()),
     T.StructField("block", T.LongType()), T.StructField("text", T.StringType()),
 ])
 
 
-def read_xes(spark: SparkSession, path: str, partitions: int | None = None) -> DataFrame:
+class XesRangeError(XesError):
+    """An error in a byte range after the first, which may start inside a region an earlier
+    range opened: read the file again with ``read_xes(..., one_range=True)``."""
+
+
+class MarkupAcrossRanges(XesRangeError):
+    """A comment, CDATA section or processing instruction holding ``<trace`` crosses the end
+    of a byte range."""
+
+
+def needs_one_range(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by an action on :func:`read_xes` rows (an executor's error comes
+    back wrapped), is an :class:`XesRangeError`: read the file again as one range."""
+    return isinstance(exc, XesRangeError) or \
+        isinstance(executor_input_error(exc), XesRangeError)
+
+
+def open_markup(text: str, closer: str | None = None) -> str | None:
+    """What closes the comment, CDATA section or processing instruction open at the end of
+    ``text`` (None: none is), ``closer`` being the one open where ``text`` starts.
+
+    Outside those every ``<`` starts a tag or one of them (XML allows no raw ``<`` in text or
+    attribute values), so a ``<trace`` where none is open starts a real element."""
+    i = 0
+    while True:
+        if closer is not None:
+            j = text.find(closer, i)
+            if j < 0:
+                return closer
+            i, closer = j + len(closer), None
+        found = _MARKUP.search(text, i)
+        if found is None:
+            return None
+        closer, i = _CLOSERS[found.group()], found.end()
+
+
+def read_xes(spark: SparkSession, path: str, partitions: int | None = None,
+             one_range: bool = False) -> DataFrame:
     """Raw event rows (strings) of an XES log, parsed by the executors; the same rows as
     :func:`sparkfield.process.xes.read_xes_on_driver` (``row_order`` numbers differ, their
-    order does not). Logs in another encoding than UTF-8 are read by the driver."""
+    order does not). Logs in another encoding than UTF-8 are read by the driver.
+
+    An action on the rows of a plain file read in byte ranges raises an
+    :class:`XesRangeError` (see :func:`needs_one_range`) when a comment, CDATA section or
+    processing instruction holding ``<trace`` crosses the end of a range, or when a range
+    after the first finds an error; ``one_range`` reads the file as one range, which raises
+    neither."""
     require_path(spark, path, "log")
     gzipped = _is_gzip(spark, path)
     if gzipped != path.endswith(".gz"):
@@ -57,6 +113,8 @@ def read_xes(spark: SparkSession, path: str, partitions: int | None = None) -> D
     if declared and declared.group(1).lower() not in _UTF8:
         return read_xes_on_driver(spark, path)
     log_open = _LOG_OPEN.search(head)
+    if log_open is None and (open_markup(head) or "<!DOCTYPE" in head):
+        return read_xes_on_driver(spark, path)  # the cut is in the prolog's markup
     if log_open is None:
         raise XesError(f"{path}: no <log> element before the first <trace>")
     if not gzipped:
@@ -68,12 +126,17 @@ def read_xes(spark: SparkSession, path: str, partitions: int | None = None) -> D
     records = text.select(F.col("value").alias("text"),
                           F.input_file_block_start().alias("block"))
     parse = _parser(path, opening)
-    if not gzipped:  # every range is parsed where it is read
-        return records.mapInPandas(in_worker(lambda batches: parse(_positions(batches))),
+    if not gzipped and not one_range:  # every range is parsed where it is read
+        positions = _positions(path, whole=False)
+        return records.mapInPandas(in_worker(lambda batches: parse(positions(batches))),
                                    RAW_SCHEMA)
-    # one unsplittable range: its traces are dealt out to every executor
-    return (records.mapInPandas(in_worker(_positions), RECORD_SCHEMA).repartition(n_parts)
-            .mapInPandas(in_worker(parse), RAW_SCHEMA))
+    if not gzipped:  # the ranges in file order, in one task; lines counted from byte 0
+        records = (records.withColumn("i", F.monotonically_increasing_id()).coalesce(1)
+                   .sortWithinPartitions("block", "i")
+                   .select("text", F.lit(0).cast("long").alias("block")))
+    # one range: its traces are dealt out to every executor
+    return (records.mapInPandas(in_worker(_positions(path, whole=True)), RECORD_SCHEMA)
+            .repartition(n_parts).mapInPandas(in_worker(parse), RAW_SCHEMA))
 
 
 def _is_gzip(spark: SparkSession, path: str) -> bool:
@@ -93,36 +156,56 @@ def _require_log_end(spark: SparkSession, path: str, tail: int = 4096) -> None:
         raise XesError(f"{path}: the file does not end with </log> (truncated?)")
 
 
-def _positions(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _positions(path: str, whole: bool):
     """Each trace record with its place in the file and the line it starts on; the text
-    before the first trace is dropped.
+    before the first trace is dropped. Records cut at a ``<trace`` inside a comment, CDATA
+    section or processing instruction are joined again (``<trace`` put back).
 
     ``pos`` is the partition index (ranges are read in file order) in the high bits and the
     record's character offset in its range below: a record of n characters holds fewer than n
-    events, so ``pos + event index`` stays below the next record's ``pos``."""
-    base = TaskContext.get().partitionId() << 40
-    pos = line = 0
-    first = True
-    for pdf in batches:
-        if pdf.empty:
-            continue
-        block = int(pdf["block"].iloc[0])
-        out_pos, out_line, keep = [], [], []
-        for t in pdf["text"].tolist():
-            if first and block == 0:  # the log's header
+    events, so ``pos + event index`` stays below the next record's ``pos``. ``whole``: the
+    partition is the whole file, so markup still open at its end is malformed XML, not a
+    region that goes on in the next range."""
+
+    def positions(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        base = TaskContext.get().partitionId() << 40
+        pos = line = 0
+        first = True
+        closer: str | None = None  # what closes the markup open at the end of the text so far
+        start: tuple[int, int, int] = (0, 0, 0)  # pos, line and block of the record in hand
+        pieces: list[str] = []
+        header = False
+        for pdf in batches:
+            if pdf.empty:
+                continue
+            block = int(pdf["block"].iloc[0])
+            out: list[tuple[int, int, int, str]] = []
+            for t in pdf["text"].tolist():
+                if closer is None:  # t starts a record
+                    start, pieces = (base + pos, line + 1, block), [t]
+                    header = first and block == 0  # the log's header
+                else:  # the cut before t was inside markup
+                    pieces.append(t)
                 first = False
                 pos += len(t) + len(DELIMITER)
                 line += t.count("\n")
-                continue
-            first = False
-            out_pos.append(base + pos)
-            out_line.append(line + 1)
-            keep.append(t)
-            pos += len(t) + len(DELIMITER)
-            line += t.count("\n")
-        if keep:
-            yield pd.DataFrame({"pos": out_pos, "line": out_line,
-                                "block": [block] * len(keep), "text": keep})
+                if closer is not None or (("!" in t or "?" in t)  # memchr: most skip here
+                                          and ("<!" in t or "<?" in t)):
+                    closer = open_markup(t, closer)
+                if closer is None and not header:
+                    out.append((*start, DELIMITER.join(pieces)))
+            if out:
+                yield pd.DataFrame(out, columns=RECORD_SCHEMA.names)
+        if closer is None:
+            return
+        if whole:
+            raise XesError(f"{path}: line {start[1]}: malformed XML: {closer!r} missing "
+                           "before the end of the file")
+        raise MarkupAcrossRanges(f"{path}: a comment, CDATA section or processing instruction "
+                                 f"holding '<trace' crosses the end of the byte range from "
+                                 f"byte {start[2]}")
+
+    return positions
 
 
 def _parser(path: str, opening: bytes):
@@ -134,9 +217,14 @@ def _parser(path: str, opening: bytes):
                 body = _LOG_CLOSE.sub("", text)
                 doc = opening + DELIMITER.encode() + body.encode("utf-8") + b"</log>"
                 where = path if block == 0 else f"{path} (from byte {block})"
-                for i, row in enumerate(xes_rows(io.BytesIO(doc), where, int(line) - 1)):
-                    row.append(int(pos) + i)
-                    rows.append(row)
+                try:
+                    for i, row in enumerate(xes_rows(io.BytesIO(doc), where, int(line) - 1)):
+                        row.append(int(pos) + i)
+                        rows.append(row)
+                except XesError as exc:
+                    if block == 0:
+                        raise
+                    raise XesRangeError(str(exc)) from None
             if rows:
                 yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
 
