@@ -13,7 +13,7 @@ from sparkfield.text.job import BagOfWordsParams, compute
 
 def _page(url: str, html: str | None, status: int, error: str | None) -> tuple:
     return (url, url, status, datetime(2024, 5, 1), "text/html", html, error, None, 1, None,
-            None)
+            None, "utf-8" if html else None, "http" if html else None)
 
 
 def test_compute_counts_pages_sentences_and_words_without_a_report(spark):

@@ -13,12 +13,15 @@ settings the parse depended on (``meta.json``). A re-run:
   newly counted, so the vocabulary equals the one a fresh run computes.
 
 The state is reused only when the parse settings and its layout match; otherwise the run
-recomputes everything (and says so).
+recomputes everything (and says so). A state that cannot be read (a folder missing, a cut
+Parquet file, a broken ``meta.json``) means the same: a full run, with a warning, that writes
+a whole state again; ``--refresh`` does not read the old state at all.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -26,7 +29,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.io import AtomicOutput, path_exists, read_text_file
+from sparkfield.core.errors import spark_input_error
+from sparkfield.core.io import AtomicOutput, hadoop_fs, path_exists, read_bytes, read_text_file
 from sparkfield.core.practices import local_checkpoint
 from sparkfield.core.report import Stats
 from sparkfield.text.vectorise import COUNTS, TERMS
@@ -35,6 +39,22 @@ STATE_VERSION = 1
 HASH = "content_hash"
 KEY = ["doc_id", HASH]
 STATS_SCHEMA = "word string, count long, documents long"
+log = logging.getLogger("sparkfield.text")
+
+
+def unreadable(exc: BaseException) -> str:
+    """One line saying why an earlier output could not be read."""
+    reason = spark_input_error(exc)
+    if reason:
+        return reason
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def warn(report: Stats, text: str) -> None:
+    """A warning on the console and in the run report's notes."""
+    log.warning(text)
+    report.notes.append(text)
 
 
 def content_hash(html_col: str = "html") -> F.Column:
@@ -77,25 +97,41 @@ class CrawlState:
         the copies are released when ``stack`` closes."""
         st = cls(fingerprint=fingerprint)
         base = f"{output}/state" if output else None
+        if base and refresh:
+            report.counts["incremental"] = "refresh: full run"
+            return st
         if not base or not path_exists(spark, f"{base}/meta.json"):
             report.counts["incremental"] = "no earlier state: full run"
             return st
-        st.documents = local_checkpoint(spark.read.parquet(f"{base}/documents"), stack)
-        meta = json.loads(read_text_file(spark, f"{base}/meta.json"))
-        if refresh:
-            report.counts["incremental"] = "refresh: full run"
-        elif meta != {"version": STATE_VERSION, **fingerprint}:
-            report.counts["incremental"] = "parse settings changed: full run"
-            report.note(f"earlier state was made with {meta}, this run uses {fingerprint}: "
-                        "every page is parsed again")
-        else:
-            st.terms = local_checkpoint(spark.read.parquet(f"{base}/terms"), stack)
-            st.stats = local_checkpoint(spark.read.parquet(f"{base}/word_stats"), stack)
-            sents = spark.read.parquet(f"{output}/sentences")
-            st.sentences = local_checkpoint(sents.drop("vector"), stack)
-            st.reusable = True
-            report.counts["incremental"] = "reused the earlier state"
+        try:
+            st._read(spark, output, report, stack)
+        except Exception as exc:  # a damaged state is recomputed, never a failed run
+            warn(report, f"the earlier state in {base} cannot be read ({unreadable(exc)}): "
+                 "this run parses and counts every page again and writes a new state")
+            report.counts["incremental"] = "earlier state unreadable: full run"
+            return cls(fingerprint=fingerprint)
         return st
+
+    def _read(self, spark: SparkSession, output: str, report: Stats, stack: ExitStack) -> None:
+        base = f"{output}/state"
+        try:
+            meta = json.loads(read_text_file(spark, f"{base}/meta.json"))
+        except ValueError as exc:
+            raise ValueError(f"{base}/meta.json is not JSON ({exc})") from None
+        self.documents = _read_parquet(spark, f"{base}/documents", KEY, stack)
+        if meta != {"version": STATE_VERSION, **self.fingerprint}:
+            report.counts["incremental"] = "parse settings changed: full run"
+            report.note(f"earlier state was made with {meta}, this run uses "
+                        f"{self.fingerprint}: every page is parsed again")
+            return
+        self.terms = _read_parquet(spark, f"{base}/terms", [*KEY, "counted", TERMS, COUNTS],
+                                   stack)
+        self.stats = _read_parquet(spark, f"{base}/word_stats", ["word", "count", "documents"],
+                                   stack)
+        self.sentences = _read_parquet(spark, f"{output}/sentences", ["doc_id", "sentence_idx"],
+                                       stack, drop=("vector",))
+        self.reusable = True
+        report.counts["incremental"] = "reused the earlier state"
 
     def annotate(self, pages: DataFrame) -> DataFrame:
         """``pages`` (with doc_id) plus content_hash and change (new / changed / unchanged for
@@ -184,6 +220,32 @@ class CrawlState:
                                                       **self.fingerprint}, sort_keys=True))
 
 
+def check_parquet(spark: SparkSession, path: str) -> None:
+    """Raise ValueError when the Parquet folder ``path`` is missing or a data file in it is
+    cut short (no ``PAR1`` at its end): asked here, as Spark would log a Java trace for it."""
+    if not path_exists(spark, path):
+        raise ValueError(f"{path} is missing")
+    fs, folder = hadoop_fs(spark, path)
+    for status in fs.listStatus(folder):
+        name = status.getPath().getName()
+        if status.isFile() and not name.startswith(("_", ".")) and (
+                status.getLen() < 12 or read_bytes(spark, status.getPath().toString(),
+                                                   last=4) != b"PAR1"):
+            raise ValueError(f"{path}/{name} is not a whole Parquet file (cut short?)")
+
+
+def _read_parquet(spark: SparkSession, path: str, columns: Sequence[str], stack: ExitStack,
+                  drop: Sequence[str] = ()) -> DataFrame:
+    """A Parquet folder of an earlier run, read whole now (a damaged file fails here, not in
+    the middle of this run), with the ``columns`` it must have."""
+    check_parquet(spark, path)
+    df = spark.read.parquet(path)
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path} lacks the columns {missing}")
+    return local_checkpoint(df.drop(*drop), stack)
+
+
 def revalidated(urls: DataFrame, previous: DataFrame,
                 fetch: Callable[[DataFrame], DataFrame], report: Stats,
                 stack: ExitStack) -> DataFrame:
@@ -191,11 +253,12 @@ def revalidated(urls: DataFrame, previous: DataFrame,
     as conditional headers; a 304 keeps the stored page (its HTML, type, final URL, status),
     with this run's fetch time and attempts. The result is materialised (each URL fetched
     once) and kept until ``stack`` closes."""
-    for c in ("etag", "last_modified"):
-        if c not in previous.columns:
+    stored = ("final_url", "status", "content_type", "html", "etag", "last_modified",
+              "charset", "charset_source")
+    for c in stored:
+        if c not in previous.columns:  # pages of an older run
             previous = previous.withColumn(c, F.lit(None).cast("string"))
     fetched = fetch(urls.join(previous.select("url", "etag", "last_modified"), "url", "left"))
-    stored = ("final_url", "status", "content_type", "html", "etag", "last_modified")
     kept = previous.select("url", *[F.col(c).alias(f"_p_{c}") for c in stored])
     joined = fetched.join(kept, "url", "left")
     same = (F.col("status") == 304) & F.col("error").isNull() & F.col("_p_html").isNotNull()

@@ -18,9 +18,11 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit
 
 import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.text.charset import decode_html
+from sparkfield.text.charset import decode_html, decode_page
 from sparkfield.text.request import (
     Deadline,
     TooLarge,
@@ -30,9 +32,10 @@ from sparkfield.text.request import (
     read_capped,
 )
 from sparkfield.text.revalidate import conditional_headers, crawl_delay
+from sparkfield.text.sniff import non_html_type, signature_type
 
-__all__ = ["PAGES_SCHEMA", "FetchSettings", "Outcome", "decode_html", "fetch_batches",
-           "fetch_one", "fetch_partition", "host_of"]
+__all__ = ["PAGES_SCHEMA", "FetchSettings", "Outcome", "conform_pages", "decode_html",
+           "fetch_batches", "fetch_one", "fetch_partition", "host_of", "unfetchable"]
 
 PAGES_SCHEMA = T.StructType([
     T.StructField("url", T.StringType(), False),
@@ -46,7 +49,17 @@ PAGES_SCHEMA = T.StructType([
     T.StructField("attempts", T.IntegerType(), True),
     T.StructField("etag", T.StringType(), True),  # validators for the next run's revalidation
     T.StructField("last_modified", T.StringType(), True),
+    T.StructField("charset", T.StringType(), True),  # the codec the HTML was decoded with
+    T.StructField("charset_source", T.StringType(), True),  # charset.SOURCES ("guess": suspect)
 ])
+
+
+def conform_pages(df: DataFrame) -> DataFrame:
+    """``df`` with every PAGES_SCHEMA column (the missing ones null), in that order: pages of an
+    older run lack the newer columns."""
+    have = set(df.columns)
+    return df.select(*[F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType)
+                       .alias(f.name) for f in PAGES_SCHEMA])
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,12 @@ class Outcome:
     attempts: int = 0
     etag: str | None = None
     last_modified: str | None = None
+    charset: str | None = None
+    charset_source: str | None = None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -159,7 +178,7 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
     stored page)."""
     import requests
 
-    out = Outcome(url=url, fetched_at=datetime.now(UTC).replace(tzinfo=None))
+    out = Outcome(url=url, fetched_at=_now())
     deadline = Deadline(settings.total_timeout_s)
     try:
         with deadline, session.get(url, stream=True, allow_redirects=True, headers=headers,
@@ -188,9 +207,20 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
             if declared and declared.isdigit() and int(declared) > settings.max_bytes:
                 raise TooLarge(f"{declared} bytes > {settings.max_bytes}")
             body = read_capped(r, settings.max_bytes, deadline)
+            if deadline.overlong:
+                out.error, out.error_detail = "bad_length", (
+                    f"the body runs past its Content-Length ({declared} bytes): the page "
+                    "would be cut short")
+                return out, -1.0
+            kind = non_html_type(body) if not ctype else signature_type(body)
+            if kind:
+                out.error = "not_html"
+                out.error_detail = f"not HTML: {kind} (by its bytes" + (
+                    "; no Content-Type)" if not ctype else f"; sent as {ctype})")
+                return out, -1.0
             charset = requests.utils.get_encoding_from_headers(r.headers) \
                 if "charset" in (out.content_type or "").lower() else None
-            out.html = decode_html(body, charset)
+            out.html, out.charset, out.charset_source = decode_page(body, charset)
             return out, -1.0
     except Exception as exc:  # every URL gets its outcome; the reason says what kind
         out.error, out.error_detail, retry = classify(exc, deadline)
@@ -211,11 +241,10 @@ def fetch_partition(urls: list[str], settings: FetchSettings,
     results: list[Outcome] = []
     queues: dict[str, list[str]] = {}
     for u in urls:
-        parts = urlsplit(u) if isinstance(u, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            results.append(Outcome(url=str(u), error="unsupported_url",
-                                   error_detail="unsupported URL (only http/https)",
-                                   fetched_at=datetime.now(UTC).replace(tzinfo=None)))
+        refused = unfetchable(u)
+        if refused:
+            results.append(Outcome(url=str(u), error=refused[0], error_detail=refused[1],
+                                   fetched_at=_now()))
             continue
         queues.setdefault(host_of(u), []).append(u)
     # (time the host may be asked again, host); each host's URLs in their given order
@@ -229,42 +258,69 @@ def fetch_partition(urls: list[str], settings: FetchSettings,
             if at > now:
                 time.sleep(at - now)
             url, tries = pending[host].pop()
-            first = host not in robots.cache  # robots.txt is asked for now: a request too
-            if tries == 0 and not robots.allowed(url):
-                results.append(Outcome(url=url, error="robots", attempts=0,
-                                       error_detail="disallowed by robots.txt",
-                                       fetched_at=datetime.now(UTC).replace(tzinfo=None)))
+            try:
+                next_at = _step(session, robots, settings, validators, pending[host], results,
+                                url, tries)
+            except Exception as exc:  # one URL's surprise is that URL's outcome
+                reason, detail, _ = classify(exc)
+                results.append(Outcome(url=url, error=reason, error_detail=detail,
+                                       attempts=tries, fetched_at=_now()))
                 next_at = time.monotonic()
-            elif tries == 0 and robots.failure(url):
-                reason, detail = robots.failure(url)
-                results.append(Outcome(url=url, error=reason, error_detail=detail, attempts=0,
-                                       fetched_at=datetime.now(UTC).replace(tzinfo=None)))
-                next_at = time.monotonic()
-            elif (robots.delay(url) or 0.0) > settings.max_crawl_delay_s:
-                results.append(Outcome(
-                    url=url, attempts=0, fetched_at=datetime.now(UTC).replace(tzinfo=None),
-                    error="robots",
-                    error_detail=f"robots.txt Crawl-delay {robots.delay(url):g}s exceeds the "
-                                 f"limit ({settings.max_crawl_delay_s:g}s)"))
-                next_at = time.monotonic()
-            elif first and robots.delay(url):
-                pending[host].append((url, tries))  # the page waits its turn after robots.txt
-                next_at = time.monotonic() + robots.delay(url)
-            else:
-                out, wait = fetch_one(session, url, settings, (validators or {}).get(url))
-                out.attempts = tries + 1
-                next_at = time.monotonic() + max(settings.delay_s, robots.delay(url) or 0.0)
-                if wait >= 0 and tries < settings.max_retries:
-                    backoff = min(settings.backoff_s * 2 ** tries, settings.max_backoff_s)
-                    pending[host].append((url, tries + 1))
-                    next_at = max(next_at, time.monotonic() + max(wait, backoff))
-                else:
-                    results.append(out)
             if pending[host]:
                 heapq.heappush(ready, (next_at, host))
     finally:
         session.close()
     return results
+
+
+def unfetchable(url: object) -> tuple[str, str] | None:
+    """(reason, detail) when ``url`` cannot be requested at all (malformed, not http/https);
+    None when it can be tried."""
+    if not isinstance(url, str):
+        return "invalid_url", f"invalid URL: {url!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (a port out of range or not a number raises here)
+    except ValueError as exc:
+        return "invalid_url", f"invalid URL: {exc}"
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "unsupported_url", "unsupported URL (only http/https)"
+    return None
+
+
+def _step(session, robots: _Robots, settings: FetchSettings,
+          validators: dict[str, dict[str, str]] | None, queue: list[tuple[str, int]],
+          results: list[Outcome], url: str, tries: int) -> float:
+    """One turn of a host: ``url`` answered from robots.txt, put back to wait, or fetched
+    (again on ``queue`` when it is to be retried). Returns when the host may be asked next."""
+    first = host_of(url) not in robots.cache  # robots.txt is asked for now: a request too
+    if tries == 0 and not robots.allowed(url):
+        results.append(Outcome(url=url, error="robots", attempts=0,
+                               error_detail="disallowed by robots.txt", fetched_at=_now()))
+        return time.monotonic()
+    if tries == 0 and robots.failure(url):
+        reason, detail = robots.failure(url)
+        results.append(Outcome(url=url, error=reason, error_detail=detail, attempts=0,
+                               fetched_at=_now()))
+        return time.monotonic()
+    if (robots.delay(url) or 0.0) > settings.max_crawl_delay_s:
+        results.append(Outcome(
+            url=url, attempts=0, fetched_at=_now(), error="robots",
+            error_detail=f"robots.txt Crawl-delay {robots.delay(url):g}s exceeds the "
+                         f"limit ({settings.max_crawl_delay_s:g}s)"))
+        return time.monotonic()
+    if first and robots.delay(url):
+        queue.append((url, tries))  # the page waits its turn after robots.txt
+        return time.monotonic() + robots.delay(url)
+    out, wait = fetch_one(session, url, settings, (validators or {}).get(url))
+    out.attempts = tries + 1
+    next_at = time.monotonic() + max(settings.delay_s, robots.delay(url) or 0.0)
+    if wait >= 0 and tries < settings.max_retries:
+        backoff = min(settings.backoff_s * 2 ** tries, settings.max_backoff_s)
+        queue.append((url, tries + 1))
+        return max(next_at, time.monotonic() + max(wait, backoff))
+    results.append(out)
+    return next_at
 
 
 def fetch_batches(settings: FetchSettings):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -13,32 +12,30 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import (
-    InputError,
-    hadoop_fs,
-    optional_output,
-    path_exists,
-    read_bytes,
-    require_path,
-)
+from sparkfield.core.io import InputError, optional_output, path_exists, require_path
 from sparkfield.core.practices import (
-    BALANCE_MAX_ROWS,
     cached,
     cached_rows,
     local_checkpoint,
     place,
     sample,
     skew_stats,
-    task_partitions,
 )
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import in_worker
 from sparkfield.text.charset import REPLACEMENT
-from sparkfield.text.crawl_state import HASH, CrawlState, revalidated
+from sparkfield.text.crawl_state import (
+    HASH,
+    CrawlState,
+    check_parquet,
+    revalidated,
+    unreadable,
+    warn,
+)
 from sparkfield.text.duplicates import DuplicateSettings, find_duplicates
-from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, decode_html, fetch_batches
+from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, conform_pages, fetch_batches
 from sparkfield.text.params import SCHEMA
 from sparkfield.text.parse import (
     DOC_SCHEMA,
@@ -47,6 +44,7 @@ from sparkfield.text.parse import (
     parse_documents,
     sentence_batches,
 )
+from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
 from sparkfield.text.vectorise import (
     VECTOR_MODES,
     term_counts,
@@ -56,6 +54,8 @@ from sparkfield.text.vectorise import (
 )
 
 log = logging.getLogger("sparkfield.text")
+__all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages",
+           "pages_from_html_dir", "parse_partitions", "run"]
 
 
 @dataclass
@@ -152,82 +152,6 @@ def read_url_list(spark: SparkSession, path: str) -> DataFrame:
     return lines.where((F.col("url") != "") & ~F.col("url").startswith("#"))
 
 
-def conform_pages(df: DataFrame) -> DataFrame:
-    """``df`` with every PAGES_SCHEMA column (the missing ones null), in that order: pages of an
-    older run lack the newer columns."""
-    have = set(df.columns)
-    return df.select(*[F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType)
-                       .alias(f.name) for f in PAGES_SCHEMA])
-
-
-def _decode_files(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    for b in batches:
-        yield pd.DataFrame({"url": b["path"],
-                            "html": [decode_html(bytes(c), None) for c in b["content"]]})
-
-
-def _hidden_from_spark(spark: SparkSession, path: str) -> tuple[list[str], int]:
-    """Files under ``path`` that Spark's file sources never list (a name, or a folder on the
-    way, starting with ``_`` or ``.``): those named ``_...`` in listed folders (pages, read
-    here on the driver), and how many others (dot files, hidden folders) stay out."""
-    fs, root = hadoop_fs(spark, path)
-    base = fs.makeQualified(root).toString().rstrip("/")
-    files = fs.listFiles(root, True)
-    pages, other = [], 0
-    while files.hasNext():
-        full = files.next().getPath().toString()
-        parts = full[len(base):].lstrip("/").split("/")
-        hidden = [part.startswith(("_", ".")) for part in parts]
-        if not any(hidden):
-            continue
-        if parts[-1].startswith("_") and not any(hidden[:-1]):
-            pages.append(full)
-        else:
-            other += 1
-    return pages, other
-
-
-def pages_from_html_dir(spark: SparkSession, path: str, fraction: float | None = None,
-                        seed: int = 42) -> tuple[DataFrame, int, int]:
-    """Saved pages as if fetched (url = the file's URI, status 200), every file under ``path``
-    at any depth, how many files there are (after sampling) and how many hidden files (dot
-    files, files in folders named ``_...`` or ``.``...) were left out."""
-    require_path(spark, path, "HTML directory")
-    files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path) \
-        .select("path", "length", "content")
-    underscored, skipped = _hidden_from_spark(spark, path)
-    if underscored:  # "_name.html" is a page to us, a metadata file to Spark's listing
-        files = files.unionByName(spark.createDataFrame(
-            [(f, len(b), b) for f in underscored for b in [bytearray(read_bytes(spark, f))]],
-            files.schema))
-    files = sample(files, fraction, seed)
-    # the listing only (the content is not read for it): every file's size
-    sizes = {r["path"]: r["length"] for r in files.select("path", "length").collect()}
-    if not sizes:
-        raise InputError(f"no files under the HTML directory {path}")
-    # laid out for the parse stage by those sizes: the file source packs files into partitions
-    # of very unequal bytes, and parsing costs about a page's size (with very many files,
-    # dealt out: the sizes even out)
-    parts = parse_partitions(spark, sum(sizes.values()))
-    files = (place(files, "path", sizes, parts)[0] if len(sizes) <= BALANCE_MAX_ROWS
-             else files.repartition(parts)).drop("length")
-    df = files.mapInPandas(in_worker(_decode_files), "url string, html string")
-    return conform_pages(df.select(
-        "url", F.col("url").alias("final_url"), F.lit(200).alias("status"),
-        F.current_timestamp().cast("timestamp").alias("fetched_at"),
-        F.lit("text/html").alias("content_type"), "html", F.lit(0).alias("attempts"))), \
-        len(sizes), skipped
-
-
-def parse_partitions(spark: SparkSession, html_bytes: float) -> int:
-    """Partitions of the parse stage for ``html_bytes`` of pages: one per task slot, more when
-    one would hold more than the file source puts in a partition
-    (``spark.sql.files.maxPartitionBytes``)."""
-    limit = spark._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(
-        spark.conf.get("spark.sql.files.maxPartitionBytes"))
-    return task_partitions(spark, html_bytes, limit)
-
-
 def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
                 stats: Stats) -> DataFrame:
     """Fetch ``urls`` with every host pinned to one partition, hosts packed by URL count;
@@ -267,7 +191,7 @@ def _collect_pages(spark: SparkSession, p: BagOfWordsParams, stack: ExitStack
         return pages, stats
     if p.html_dir:
         pages, stats.inputs["html_files"], hidden = pages_from_html_dir(
-            spark, p.html_dir, p.sample, p.seed)
+            spark, p.html_dir, p.sample, p.seed, stats)
         if hidden:
             stats.counts["hidden_files_skipped"] = hidden
             stats.note(f"{hidden} hidden file(s) under {p.html_dir} (dot files, folders "
@@ -281,14 +205,27 @@ def _collect_pages(spark: SparkSession, p: BagOfWordsParams, stack: ExitStack
     stats.counts["duplicate_urls"] = n_lines - n_unique
     previous = None
     if p.output and not p.refresh and path_exists(spark, f"{p.output}/pages"):
-        previous = spark.read.parquet(f"{p.output}/pages").join(urls, "url", "left_semi")
-        previous = previous.where(F.col("error").isNull() & (F.col("status") == 200))
-        previous = local_checkpoint(previous, stack)  # the old output is replaced by this run
+        previous = _stored_pages(spark, f"{p.output}/pages", urls, stats, stack)
     if previous is None:
         return fetch_pages(spark, urls, p, stats), stats
     # stored pages are revalidated (conditional requests), the others fetched
     return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats,
                        stack), stats
+
+
+def _stored_pages(spark: SparkSession, path: str, urls: DataFrame, stats: Stats,
+                  stack: ExitStack) -> DataFrame | None:
+    """The good pages of the earlier output for ``urls`` (kept until ``stack`` closes: this
+    run replaces them), or None with a warning when they cannot be read."""
+    try:
+        check_parquet(spark, path)
+        previous = conform_pages(spark.read.parquet(path)).join(urls, "url", "left_semi")
+        previous = previous.where(F.col("error").isNull() & (F.col("status") == 200))
+        return local_checkpoint(previous, stack)
+    except Exception as exc:  # a damaged earlier output: fetch every URL again
+        warn(stats, f"the earlier pages in {path} cannot be read ({unreadable(exc)}): every "
+             "URL is fetched again")
+        return None
 
 
 @dataclass
@@ -329,7 +266,8 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
                 out.write_parquet("sentences", c.sentence_vectors)
                 out.write_parquet("documents", c.document_vectors)
                 out.write_csv("vocabulary.csv", c.vocabulary)
-                out.write_bytes("top_words.png", _top_words_png(c.vocabulary))
+                with report.optional("top_words.png"):
+                    out.write_bytes("top_words.png", _top_words_png(c.vocabulary))
                 out.write_parquet("rejects", c.rejects, partitions=1)
                 out.write_csv("duplicates.csv", c.duplicates)
                 state.write(out, c.documents, c.terms, c.counted, c.word_stats)
@@ -354,8 +292,7 @@ def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: C
     state.count_changes(pages, stats)
     stats.counts["pages_failed"] = pages.where(F.col("error").isNotNull()).count()
     ok = pages.where(F.col("error").isNull() & F.col("html").isNotNull())
-    stats.counts["pages_with_replacement_chars"] = ok.where(
-        F.col("html").contains(REPLACEMENT)).count()  # bytes that did not decode
+    _count_suspect(ok, stats)
     with stats.step("parse"):
         docs_all = state.parsed(
             ok, lambda todo: parse_documents(todo, p.extract, p.selector), stats)
@@ -405,6 +342,21 @@ def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: C
         sentence_vectors=token_vectors(sentences, words, p.vector),
         document_vectors=_with_text(term_vectors(terms.drop(HASH), words, p.vector), good),
         stats=stats)
+
+
+def _count_suspect(ok: DataFrame, stats: Stats) -> None:
+    """Pages kept whose text may be wrong: bytes that did not decode, a charset guessed (not
+    declared, not UTF-8), no Content-Type (taken as HTML by their bytes)."""
+    row = ok.agg(
+        F.count_if(F.col("html").contains(REPLACEMENT)).alias("replacement"),
+        F.count_if(F.col("charset_source") == "guess").alias("guessed"),
+        F.count_if(F.col("content_type").isNull()).alias("untyped")).first()
+    stats.counts["pages_with_replacement_chars"] = int(row["replacement"])
+    stats.counts["pages_charset_guessed"] = int(row["guessed"])
+    stats.counts["pages_without_content_type"] = int(row["untyped"])
+    if row["guessed"]:
+        stats.note(f"{row['guessed']} page(s) declare no charset and are not UTF-8: decoded "
+                   "with a guessed one (charset_source = guess in pages/)")
 
 
 def _with_text(doc_vec: DataFrame, docs: DataFrame) -> DataFrame:

@@ -6,6 +6,10 @@ under a ``Deadline``; when it is up, the socket in use is shut down, which ends 
 once, and the request fails with reason ``timeout``. The deadline covers connecting, redirects,
 headers and body.
 
+A body longer than its ``Content-Length`` is cut there by http.client without a word; the
+response class here looks for bytes waiting past the declared end and the request's
+``Deadline`` records it (``overlong``), so the page can be turned down instead of kept cut.
+
 Failures are grouped under a few reason keys (``REASONS``); the exception text is kept as a
 separate detail.
 """
@@ -13,6 +17,7 @@ separate detail.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import threading
 from typing import Any
@@ -24,7 +29,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 REASONS = ("timeout", "dns", "refused", "tls", "connection", "redirects", "http_4xx",
            "http_5xx", "too_large", "not_html", "robots", "unsupported_url", "invalid_url",
-           "request_error")
+           "bad_length", "empty", "unreadable", "request_error")
 
 _ACTIVE = threading.local()  # the deadline of the request this thread is making
 
@@ -42,6 +47,7 @@ class Deadline:
         self.expired = False
         self.conn: Any = None  # the connection of the request in flight
         self.sock: Any = None  # its socket, kept after http.client lets go of it
+        self.overlong = False  # the last response's body ran past its Content-Length
         self._timer: threading.Timer | None = None
 
     def __enter__(self) -> Deadline:
@@ -68,14 +74,52 @@ class Deadline:
             raise DeadlineExceeded(f"total deadline of {self.seconds:g}s exceeded")
 
 
+def _bytes_waiting(fp: Any, sock: Any) -> bool:
+    """Whether ``fp`` (a response's buffered socket reader) holds or can read at once one more
+    byte; never waits."""
+    timeout = sock.gettimeout()
+    try:
+        sock.settimeout(0.0)
+        return bool(fp.peek(1))
+    except (OSError, ValueError):  # nothing there (would block), or already closed
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(timeout)
+
+
+class _LengthCheckedResponse(http.client.HTTPResponse):
+    """Notes, on the thread's deadline, bytes waiting after the declared Content-Length once
+    the body is read; such a connection is not used again."""
+
+    def __init__(self, sock, *args, **kwargs):
+        super().__init__(sock, *args, **kwargs)
+        self._sock = sock
+
+    def _close_conn(self) -> None:
+        deadline = getattr(_ACTIVE, "deadline", None)
+        if self.length == 0 and not self.chunked and self.fp is not None \
+                and self._method != "HEAD" and self.status not in (204, 304) \
+                and self.status >= 200 and _bytes_waiting(self.fp, self._sock):
+            self.will_close = True
+            if deadline is not None:
+                deadline.overlong = True
+            with contextlib.suppress(OSError):  # the pool then sees it dropped
+                self._sock.shutdown(socket.SHUT_RDWR)
+        super()._close_conn()
+
+
 class _Tracked:
     """Connection mixin: registers itself with the thread's deadline for every request."""
+
+    response_class = _LengthCheckedResponse
 
     def request(self, *args, **kwargs):
         deadline = getattr(_ACTIVE, "deadline", None)
         if deadline is not None:
             deadline.check()
             deadline.conn, deadline.sock = self, None
+            deadline.overlong = False  # a redirect's body does not count for the page
         return super().request(*args, **kwargs)
 
     def getresponse(self, *args, **kwargs):
@@ -154,7 +198,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def classify(exc: BaseException, deadline: Deadline | None = None) -> tuple[str, str, bool]:
     """(reason key, detail, retryable) of a failed request."""
-    from urllib3.exceptions import NameResolutionError
+    from urllib3.exceptions import LocationParseError, NameResolutionError
 
     detail = f"{type(exc).__name__}: {str(exc)[:300]}"
     ex = requests.exceptions
@@ -169,7 +213,7 @@ def classify(exc: BaseException, deadline: Deadline | None = None) -> tuple[str,
         return "tls", detail, False
     if isinstance(exc, ex.Timeout):
         return "timeout", detail, True
-    if isinstance(exc, (ex.InvalidURL, ex.MissingSchema, ex.InvalidSchema)):
+    if isinstance(exc, (ex.InvalidURL, ex.MissingSchema, ex.InvalidSchema, LocationParseError)):
         return "invalid_url", detail, False
     chain = _chain(exc)
     text = " ".join(str(e) for e in chain).lower()
