@@ -25,9 +25,8 @@ def test_an_executor_without_a_package_is_one_line_naming_it(spark, repo_root, c
                    lambda s, c: _import_in_executor(spark, "lxml"), None)
     assert code == EXIT_BAD_INPUT
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
-    assert lines == ["error: Python module 'lxml' is missing where the job ran (an executor "
-                     "without the package lxml): pack it with `make pack-env "
-                     "EXTRAS=process,text` (or the default extras) and pass --python-env "
+    assert lines == ["error: Python module 'lxml' is missing on an executor (package lxml): "
+                     "`make pack-env` packs it (its extras: process, text); pass --python-env "
                      "build/sparkfield-env.tar.gz"]
 
 
@@ -37,6 +36,20 @@ def test_a_module_outside_the_table_is_named_too(spark):
     line = missing_module_error(info.value)
     assert line is not None and "'shapely.geometry'" in line and "make pack-env" in line
     assert missing_module_error(ValueError("no module here")) is None
+
+
+def test_the_advice_fits_the_module_and_where_it_was_missing(spark):
+    with pytest.raises(Exception) as info:
+        _import_in_executor(spark, "torch")
+    assert missing_module_error(info.value) == (
+        "Python module 'torch' is missing on an executor (package torch): pack it with "
+        "`make pack-env EXTRAS=nlp` and pass --python-env build/sparkfield-env.tar.gz")
+    with pytest.raises(Exception) as info:
+        _import_in_executor(spark, "sparkfield.text")
+    assert "the library travels as the --py-files zip" in missing_module_error(info.value)
+    driver = ModuleNotFoundError("No module named 'trafilatura'", name="trafilatura")
+    assert missing_module_error(driver).startswith(
+        "Python module 'trafilatura' is missing on the driver (package trafilatura)")
 
 
 def test_the_module_table_agrees_with_the_project_extras(repo_root):

@@ -120,6 +120,11 @@ def test_truncated_safetensors_fail_the_model_check(tmp_path):
     (folder / "model.safetensors").write_bytes(b"\xff" * 8 + b"{}")
     with pytest.raises(ModelError, match="model.safetensors"):
         check_model_dir(folder)
+    for offsets in ("3", "[7]", "null"):  # a header that is JSON but not safetensors
+        head = f'{{"w": {{"dtype": "F32", "shape": [1], "data_offsets": {offsets}}}}}'.encode()
+        (folder / "model.safetensors").write_bytes(len(head).to_bytes(8, "little") + head)
+        with pytest.raises(ModelError, match="model.safetensors.*corrupt safetensors header"):
+            check_model_dir(folder)
 
 
 def test_truncated_pytorch_bin_fails_the_model_check(tmp_path):
@@ -169,6 +174,32 @@ def test_export_that_no_longer_matches_its_hash_is_rebuilt(tmp_path, monkeypatch
     assert ensure_onnx(folder, tmp_path, on_rebuild=said.append) == path
     assert len(exports) == 2 and path.read_bytes() == b"exported graph"
     assert len(said) == 1 and "rebuilt" in said[0] and str(path) in said[0]
+
+
+
+def test_an_export_that_loads_is_kept_when_its_hash_was_replaced(tmp_path, monkeypatch):
+    """Two processes exporting at once may leave one's hash beside the other's file: a file
+    that still loads is kept, and its own hash recorded."""
+    folder = check_model_dir(None)
+    exports: list[Path] = []
+
+    def fake_export(_folder: Path, path: Path) -> None:
+        exports.append(path)
+        path.write_bytes(b"exported graph")
+
+    class Loads:
+        @staticmethod
+        def InferenceSession(path, providers):  # noqa: N802 (onnxruntime's name)
+            assert Path(path).read_bytes() == b"exported graph"
+
+    monkeypatch.setattr(onnx_engine, "export_onnx", fake_export)
+    monkeypatch.setattr(onnx_engine, "require_onnxruntime", lambda: Loads)
+    path = ensure_onnx(folder, tmp_path)
+    onnx_engine.hash_path(path).write_text("0" * 64 + "\n")  # another export's hash
+    said: list[str] = []
+    assert ensure_onnx(folder, tmp_path, on_rebuild=said.append) == path
+    assert len(exports) == 1 and not said
+    assert onnx_engine.hash_path(path).read_text().strip() == onnx_engine._sha256(path)
 
 
 def test_corrupt_cached_onnx_export_is_rebuilt_and_reported(spark, tmp_path):

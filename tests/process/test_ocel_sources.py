@@ -173,11 +173,19 @@ def test_without_graphviz_an_object_centric_run_keeps_its_outputs(spark, repo_ro
     assert "note: ocel_map.svg not written" in res.report.summary()
 
 
-def test_reserved_source_key_attribute_is_refused(spark, tmp_path):
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["objects"]["shipper"].update(attributes={"source_key": "CompanyName"}),
+     "object type 'shipper': attribute 'source_key' is reserved"),
+    (lambda d: d["objects"]["shipper"].update(changes=[{
+        "timestamp": "'2024-01-01'", "attributes": {"source_key": "CompanyName"}}]),
+     "object type 'shipper': attribute 'source_key' is reserved"),
+    (lambda d: d["objects"].update({"ship:per": d["objects"].pop("shipper")}),
+     "object type 'ship:per': an object type name cannot hold ':'"),
+])
+def test_names_that_would_make_ids_ambiguous_are_refused(tmp_path, change, message):
     from sparkfield.process.mapping import MappingError
 
-    _tables(tmp_path)
     doc = _doc(tmp_path)
-    doc["objects"]["shipper"]["attributes"] = {"source_key": "CompanyName"}
-    with pytest.raises(MappingError, match="'source_key' is reserved"):
-        build(spark, parse_ocel_mapping(doc))
+    change(doc)
+    with pytest.raises(MappingError, match=message):
+        parse_ocel_mapping(doc)

@@ -130,7 +130,8 @@ def main(
     argv: Sequence[str] | None = None,
 ) -> int:
     """Parse flags, load conf, take the output lock, build the session, run, and map the
-    outcome to exit codes: 0 ok, 1 internal failure, 2 bad input or flags, 3 more rejects than
+    outcome to exit codes: 0 ok, 1 internal failure, 2 bad input, flags or environment (an
+    unreachable master, a full disk, a missing package), 3 more rejects than
     ``--max-reject-fraction`` allows (outputs written), 4 another run holds the lock."""
     route_stderr()  # before logging binds sys.stderr
     args = parser.parse_args(argv)

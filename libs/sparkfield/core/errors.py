@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sparkfield.core.batch import is_local
 from sparkfield.core.conf import Config
 from sparkfield.core.io import InputError
 from sparkfield.core.practices import own_checkpoints_name
@@ -119,6 +120,8 @@ MODULE_PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "numpy": ("numpy", ()),
 }
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+_WORKER = re.compile(r"PythonException|pyspark[/.]worker|Python worker")
+DEFAULT_PACK_EXTRAS = ("geo", "process", "text")  # the Makefile's EXTRAS default
 
 
 def missing_module_error(exc: BaseException) -> str | None:
@@ -131,15 +134,23 @@ def missing_module_error(exc: BaseException) -> str | None:
     if match is None:
         return None
     module = match.group(1)
-    package, extras = MODULE_PACKAGES.get(module.split(".")[0], (module.split(".")[0], ()))
-    if extras:
-        how = (f"pack it with `make pack-env EXTRAS={','.join(extras)}` (or the default "
-               "extras) and pass --python-env build/sparkfield-env.tar.gz")
+    top = module.split(".")[0]
+    # a Python worker's traceback came back from an executor; otherwise the driver lacks it
+    where = "an executor" if any(_WORKER.search(t) for t in texts) else "the driver"
+    if top == "sparkfield":
+        return (f"Python module {module!r} is missing on {where}: the library travels as "
+                "the --py-files zip (submit.sh builds it; `make package`)")
+    package, extras = MODULE_PACKAGES.get(top, (top, ()))
+    if set(extras) & set(DEFAULT_PACK_EXTRAS):
+        how = (f"`make pack-env` packs it (its extras: {', '.join(extras)}); pass "
+               "--python-env build/sparkfield-env.tar.gz")
+    elif extras:
+        how = (f"pack it with `make pack-env EXTRAS={','.join(extras)}` and pass "
+               "--python-env build/sparkfield-env.tar.gz")
     else:
         how = ("pack the environment with `make pack-env` and pass --python-env "
                "build/sparkfield-env.tar.gz")
-    return (f"Python module {module!r} is missing where the job ran (an executor without "
-            f"the package {package}): {how}")
+    return f"Python module {module!r} is missing on {where} (package {package}): {how}"
 
 
 def _read_failure(exc: BaseException) -> str | None:
@@ -208,6 +219,10 @@ def _beside(where: str, final: str) -> bool:
             or f"/{name}.__staging-" in where or f"/{own_checkpoints_name(name)}" in where)
 
 
+_LOCAL_DIRS = re.compile(r"No space available in any of the local directories|"
+                        r"DiskBlockObjectWriter")
+
+
 def disk_full_error(exc: BaseException, output: str | None) -> str | None:
     """One line for a run that ran out of disk space, naming the output, else None. The
     output's staging directory is gone by then (see ``io.optional_output``)."""
@@ -222,11 +237,16 @@ def disk_full_error(exc: BaseException, output: str | None) -> str | None:
         found = _NO_SPACE_AT.search("\n".join([_text(exc), *_java_chain(exc)]))
         where = next((g for g in found.groups() if g), None) if found else None
     where = _plain(where) if where else None
+    if where is None and _LOCAL_DIRS.search("\n".join([_text(exc), *_java_chain(exc)])):
+        where = "Spark's local directories (spark.local.dir: shuffle and spill files)"
     if output is None:
         return "no space left on device" + (f" writing {where}" if where else "")
     if where and not _beside(where, _plain(output)):
         return (f"no space left on device writing {where}; --output {output} was not "
                 "replaced")
+    if where is None and not is_local(output):  # the full disk is a local one, not the output
+        return (f"no space left on device on this machine's local disk (spark.local.dir, "
+                f"temporary files); --output {output} was not replaced")
     return f"cannot write --output {output}: no space left on device; nothing was replaced"
 
 

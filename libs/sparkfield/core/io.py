@@ -109,7 +109,9 @@ def csv_header(spark: SparkSession, path: str, **options: str) -> list[str]:
     return spark.read.options(header="true", inferSchema="false", **options).csv(path).columns
 
 
-CSV_DEFAULTS = {"multiLine": "true", "escape": '"'}
+# columnPruning off: read line by line (multiLine false), Spark's parser would otherwise parse
+# only the columns a query selects and take a line with too many or too few fields for a good row
+CSV_DEFAULTS = {"multiLine": "true", "escape": '"', "columnPruning": "false"}
 
 
 def csv_options(**options: str) -> dict[str, str]:
@@ -121,18 +123,6 @@ def csv_options(**options: str) -> dict[str, str]:
     return {**{k: v for k, v in CSV_DEFAULTS.items() if k.lower() not in given}, **options}
 
 
-def _is_multiline(options: dict[str, str]) -> bool:
-    return any(k.lower() == "multiline" and str(v).lower() == "true" for k, v in options.items())
-
-
-def whole_csv_rows(spark: SparkSession) -> None:
-    """Make Spark parse every field of a CSV line, so that a line with too many or too few
-    fields fills ``_corrupt_record``. Read line by line (``multiLine`` false), Spark's CSV
-    parser otherwise reads only the columns a query selects and takes a malformed line for a
-    good row (a session setting; reading whole records is what every multi-line read does)."""
-    spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
-
-
 def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
     """A CSV with every column as string plus ``_corrupt_record`` for rows that do not parse
     (wrong number of fields, broken quoting). Typing is left to the caller, who can then say
@@ -140,8 +130,6 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
     :func:`csv_options`, so quoted line breaks stay inside their field."""
     require_path(spark, path, "input")
     options = csv_options(**options)
-    if not _is_multiline(options):
-        whole_csv_rows(spark)
     cols = csv_header(spark, path, **options)
     if not cols:
         raise InputError(f"{path}: empty file or no header")

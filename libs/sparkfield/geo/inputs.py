@@ -24,7 +24,6 @@ from sparkfield.core.io import (
     read_csv_strings,
     read_text_file,
     require_path,
-    whole_csv_rows,
 )
 from sparkfield.core.practices import sample
 from sparkfield.geo.crs import UTM10N
@@ -106,7 +105,6 @@ def _csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
         return read_csv_strings(spark, path, **options)
     options = {k: v for k, v in csv_options(**options).items()
                if k.lower() != "multiline"}  # one record per element
-    whole_csv_rows(spark)
     records = _records(bundled_text(path))
     cols = _header(records[0]) if records else []
     if not cols:

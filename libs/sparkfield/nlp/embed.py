@@ -160,15 +160,17 @@ def repeated_ids(base: DataFrame, id_col: str) -> DataFrame | None:
     column does not name texts (and the set is too large to broadcast)."""
     found = (base.where(F.col("id").isNotNull()).groupBy("id").count()
              .where(F.col("count") > 1).select("id", F.lit(True).alias("__repeated")))
-    n = found.limit(MAX_REPEATED_IDS + 1).count()
-    if n == 0:
+    ids = [r["id"] for r in found.select("id").limit(MAX_REPEATED_IDS + 1).collect()]
+    if not ids:
         return None
-    if n > MAX_REPEATED_IDS:
+    if len(ids) > MAX_REPEATED_IDS:
         name = "doc_id:sentence_idx" if id_col.startswith("__") else repr(id_col)
         raise InputError(f"id column {name} is not unique: more than "
                          f"{MAX_REPEATED_IDS:,} ids are on several rows (pass an --id-col "
                          "that names one text per row, or none for row ids)")
-    return found
+    # collected once: the join below then does not aggregate the input a second time
+    return base.sparkSession.createDataFrame([(i, True) for i in ids],
+                                             "id string, __repeated boolean")
 
 
 def worker_threads(spark) -> int:

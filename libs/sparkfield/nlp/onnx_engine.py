@@ -113,12 +113,13 @@ def _record_hash(written: Path, final: Path) -> None:
 
 
 def _verifies(path: Path) -> bool:
-    """``path`` matches its recorded hash; without one (an older export), it loads in
-    onnxruntime, and then its hash is recorded."""
+    """``path`` matches its recorded hash; without one (an older export), or when the hash
+    differs (another process may have renamed its own export into place between writing
+    the hash and the file), it must load in onnxruntime, and then its hash is recorded."""
     recorded = hash_path(path)
     try:
-        if recorded.is_file():
-            return recorded.read_text().strip() == _sha256(path)
+        if recorded.is_file() and recorded.read_text().strip() == _sha256(path):
+            return True
         ort = require_onnxruntime()
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception:  # unreadable, unparsable: not a usable export

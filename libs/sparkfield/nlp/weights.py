@@ -35,8 +35,11 @@ def _safetensors_problem(path: Path) -> str | None:
             return f"corrupt safetensors header ({size:,} bytes)"
     if not isinstance(header, dict):
         return "corrupt safetensors header (not a JSON object)"
-    ends = [t.get("data_offsets", [0, 0])[1] for k, t in header.items()
-            if k != "__metadata__" and isinstance(t, dict)]
+    offsets = [t.get("data_offsets", [0, 0]) for k, t in header.items()
+               if k != "__metadata__" and isinstance(t, dict)]
+    if not all(isinstance(o, list) and len(o) == 2 for o in offsets):
+        return "corrupt safetensors header (tensor offsets are not [start, end] pairs)"
+    ends = [o[1] for o in offsets]
     if not all(isinstance(e, int) for e in ends):
         return "corrupt safetensors header (tensor offsets are not integers)"
     need = 8 + n + max(ends, default=0)

@@ -38,13 +38,12 @@ from sparkfield.core.io import CORRUPT_COL
 from sparkfield.process.events import REASON, parse_timestamp
 from sparkfield.process.extract import source_frames
 from sparkfield.process.mapping import MappingError
-from sparkfield.process.ocel_mapping import OcelActivity, OcelMapping
+from sparkfield.process.ocel_mapping import SOURCE_KEY, OcelActivity, OcelMapping
 from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
 
 EID, OID, OTYPE, QUAL = "ocel_id", "ocel_id", "ocel_type", "ocel_qualifier"
 E2O_EVENT, E2O_OBJECT = "ocel_event_id", "ocel_object_id"
 TYPE_INDEX = "type_index"
-SOURCE_KEY = "source_key"  # the object attribute that keeps the source system's key
 
 
 def object_id(type_name: str, key: Column) -> Column:
@@ -125,9 +124,6 @@ def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
     """Object rows of every type with ``reject_reason`` (null for a good object)."""
     parts = []
     for t in mapping.objects.values():
-        if SOURCE_KEY in t.attributes:
-            raise MappingError(f"{t.label}: attribute {SOURCE_KEY!r} is reserved (it holds the "
-                               "object's source key)")
         df = _filtered(frames[t.source], t.where, t.label)
         key = _expr(df, t.id, t.label, "id").cast("string")
         attrs = F.map_concat(F.create_map(F.lit(SOURCE_KEY), key),
@@ -257,7 +253,7 @@ def build(spark: SparkSession, mapping: OcelMapping,
                                             for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
     good_objects = objects_all.where(F.col(REASON).isNull()).select(
         OID, OTYPE, TYPE_INDEX, ATTRIBUTES, ROW_ORDER)
-    known = good_objects.select(F.col(OID).alias("_oid"), F.col(OTYPE).alias("_otype"))
+    known = good_objects.select(F.col(OID).alias("_oid"))
     rejects = [_reject(objects_all, F.concat(F.lit("object type "), F.col(OTYPE)),
                        ["key", OTYPE, ATTRIBUTES, CORRUPT_COL])]
 

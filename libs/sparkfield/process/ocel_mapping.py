@@ -43,6 +43,9 @@ _MISPLACED = {
 }
 
 
+SOURCE_KEY = "source_key"  # the object attribute that keeps the source system's key
+
+
 @dataclass(frozen=True)
 class AttributeChange:
     """Values of object attributes recorded at a time (OCEL 2.0 object attribute history)."""
@@ -176,10 +179,16 @@ def parse_ocel_mapping(doc: Any, base: Path | None = None,
                 id=str(c.get("id", o["id"])), timestamp=str(c["timestamp"]),
                 attributes=attributes_of(c["attributes"], cw), where=c.get("where"),
                 timestamp_format=c.get("timestamp_format")))
-        types[str(name)] = ObjectType(
+        if ":" in str(name):  # object ids are <type>:<key>, unique only without it
+            raise MappingError(f"{where}: an object type name cannot hold ':'")
+        t = ObjectType(
             index=i, name=str(name), source=source_of(o, where), id=str(o["id"]),
             attributes=attributes_of(o.get("attributes"), where), where=o.get("where"),
             changes=tuple(changes))
+        if any(SOURCE_KEY in a for a in (t.attributes, *(c.attributes for c in t.changes))):
+            raise MappingError(f"{where}: attribute {SOURCE_KEY!r} is reserved (it holds the "
+                               "object's source key)")
+        types[str(name)] = t
 
     def typed(t: Any, where: str) -> str:
         if t not in types:
