@@ -146,6 +146,12 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
     )
 
 
+def corrupt_record(df: DataFrame) -> Column:
+    """The unparsed line of a CSV row with the wrong number of fields (null otherwise, and
+    for sources that are not CSV)."""
+    return F.col(CORRUPT_COL) if CORRUPT_COL in df.columns else F.lit(None).cast("string")
+
+
 def as_record(df: DataFrame, exclude: tuple[str, ...] = ()) -> Column:
     """The raw row as JSON text (or the unparsed line for corrupt rows), for rejects."""
     cols = [c for c in df.columns if c != CORRUPT_COL and c not in exclude]

@@ -12,7 +12,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import CORRUPT_COL, InputError, read_csv_strings, require_path
+from sparkfield.core.io import (
+    CORRUPT_COL,
+    InputError,
+    corrupt_record,
+    read_csv_strings,
+    require_path,
+)
 from sparkfield.process.events import RAW_TS, parse_timestamp, sample_cases
 from sparkfield.process.mapping import Activity, Mapping, MappingError, Source
 from sparkfield.process.schema import (
@@ -188,7 +194,7 @@ def extract(
                                 for x in (F.lit(k), _expr(df, e, act, f"attribute {k}")
                                           .cast("string"))])
                  if act.attributes else F.lit(None).cast("map<string,string>"))
-        corrupt = F.col(CORRUPT_COL) if CORRUPT_COL in df.columns else F.lit(None).cast("string")
+        corrupt = corrupt_record(df)
         parts.append(df.select(
             case.alias(CASE), name.cast("string").alias(ACTIVITY),
             parse_timestamp(ts_col, ts_type, mapping.timezone, act.timestamp_format)

@@ -9,7 +9,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.errors import spark_input_error
-from sparkfield.core.io import CORRUPT_COL, InputError, read_csv_strings, require_path
+from sparkfield.core.io import (
+    CORRUPT_COL,
+    InputError,
+    corrupt_record,
+    read_csv_strings,
+    require_path,
+)
 from sparkfield.process.events import RAW_TS, parse_timestamp
 from sparkfield.process.schema import (
     ACTIVITY,
@@ -89,7 +95,7 @@ def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "
     attrs = F.map_filter(F.create_map(*[x for c in extra for x in (
         F.lit(c), F.col(f"`{c}`").cast("string"))]), lambda k, v: v.isNotNull()) if extra \
         else F.lit(None).cast("map<string,string>")
-    corrupt = F.col(CORRUPT_COL) if CORRUPT_COL in df.columns else F.lit(None).cast("string")
+    corrupt = corrupt_record(df)
     return df.select(
         F.col(f"`{cols.case}`").cast("string").alias(CASE),
         F.col(f"`{cols.activity}`").cast("string").alias(ACTIVITY),

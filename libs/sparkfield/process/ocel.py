@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
-from sparkfield.core.io import CORRUPT_COL
+from sparkfield.core.io import CORRUPT_COL, corrupt_record
 from sparkfield.process.events import REASON, parse_timestamp
 from sparkfield.process.extract import source_frames
 from sparkfield.process.mapping import MappingError
@@ -109,11 +109,6 @@ def _reject(df: DataFrame, source: Column | str, fields: list[str]) -> DataFrame
         F.to_json(F.struct(*[F.col(c) for c in fields])).alias("record"))
 
 
-def _corrupt(df: DataFrame) -> Column:
-    """The unparsed line of a CSV row with the wrong number of fields (null otherwise)."""
-    return F.col(CORRUPT_COL) if CORRUPT_COL in df.columns else F.lit(None).cast("string")
-
-
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
     lo = F.lit(mapping.min_timestamp).cast("timestamp")
     hi = F.lit(mapping.max_timestamp).cast("timestamp")
@@ -133,7 +128,7 @@ def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
             F.when(~_blank(key), object_id(t.name, key)).alias(OID), key.alias("key"),
             F.lit(t.name).alias(OTYPE), F.lit(t.index).alias(TYPE_INDEX),
             attrs.alias(ATTRIBUTES), F.col("__row").alias(ROW_ORDER),
-            _corrupt(df).alias(CORRUPT_COL)))
+            corrupt_record(df).alias(CORRUPT_COL)))
     rows = reduce(DataFrame.unionByName, parts)
     malformed = F.col(CORRUPT_COL).isNotNull()
     w = Window.partitionBy(malformed, OID).orderBy(TYPE_INDEX, ROW_ORDER,
@@ -159,7 +154,7 @@ def plan_events(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame
             F.when(~_blank(k), object_id(o.type, k)).alias("id"),
             F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
             for o, k in zip(a.objects, keys, strict=True)])
-        corrupt = _corrupt(df)
+        corrupt = corrupt_record(df)
         parts.append(df.select(
             name.cast("string").alias(ACTIVITY),
             _time(df, a.timestamp, a.label, mapping.timezone, a.timestamp_format)
@@ -203,7 +198,7 @@ def _changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | 
                 _expr(df, c.timestamp, label, "timestamp").cast("string").alias("time_raw"),
                 F.explode(_attr_map(df, c.attributes, label)).alias(
                     "ocel_changed_field", "value"),
-                F.lit(label).alias("source"), _corrupt(df).alias(CORRUPT_COL)))
+                F.lit(label).alias("source"), corrupt_record(df).alias(CORRUPT_COL)))
     return reduce(DataFrame.unionByName, parts) if parts else None
 
 
@@ -246,7 +241,7 @@ def build(spark: SparkSession, mapping: OcelMapping,
             F.when(~_blank(tgt), object_id(r.to_type, tgt)).alias("ocel_target_id"),
             F.lit(r.to_type).alias("target_type"), F.lit(r.qualifier).alias(QUAL),
             F.lit(r.label).alias("source"), src.alias("source_key"), tgt.alias("target_key"),
-            _corrupt(df).alias(CORRUPT_COL)))
+            corrupt_record(df).alias(CORRUPT_COL)))
 
     labels = {a.index: _activity_label(a) for a in mapping.activities}
     act_label = F.element_at(F.create_map(*[x for i, lab in labels.items()
