@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from sparkfield.core.batch import LockHeld, OutputLock, process_start
-from sparkfield.core.io import AtomicOutput, InputError
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import AtomicOutput
 from sparkfield.core.report import RunReport
 
 ROOT = Path(__file__).resolve().parents[1]

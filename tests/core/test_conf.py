@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.core.conf import ConfigError, deep_merge, load_config
+from sparkfield.core.conf import deep_merge, load_config
+from sparkfield.core.errors import ConfigError
 
 
 def test_deep_merge_overlays_nested_keys_without_touching_others():

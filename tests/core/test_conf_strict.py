@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.core.conf import ConfigError, load_config, load_yaml
+from sparkfield.core.conf import load_config, load_yaml
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import timezone_problem
 from sparkfield.schemas import SCHEMAS
 from tests.conftest import job_module

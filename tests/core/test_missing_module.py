@@ -7,7 +7,7 @@ import pytest
 
 from sparkfield.core.cli import EXIT_BAD_INPUT, run_job
 from sparkfield.core.conf import load_config
-from sparkfield.core.errors import MODULE_PACKAGES, missing_module_error
+from sparkfield.core.failures import MODULE_PACKAGES, missing_module_error
 
 
 def _import_in_executor(spark, module: str):

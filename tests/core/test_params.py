@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sparkfield.core.conf import ConfigError, load_config
+from sparkfield.core.conf import load_config
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import render_readme
 from sparkfield.schemas import SCHEMAS
 
@@ -216,3 +217,31 @@ def test_selector_alone_implies_extract_selector(repo_root):
     args = module.parser().parse_args(["--html-dir", "x", "--selector", "div"])
     assert module.overrides(args)["job"] == {"source": {"html_dir": "x"}, "selector": "div",
                                              "extract": "selector"}
+
+
+def test_parse_gives_typed_sections_with_the_schema_defaults():
+    import dataclasses
+
+    from sparkfield.schemas import SCHEMAS
+
+    for name, schema in SCHEMAS.items():
+        p = schema.parse({})
+        flat: dict = {}
+
+        def walk(obj, prefix=""):
+            for f in dataclasses.fields(obj):
+                value = getattr(obj, f.name)
+                if dataclasses.is_dataclass(value):
+                    walk(value, f"{prefix}{f.name}.")
+                else:
+                    flat[prefix + f.name] = value
+
+        walk(p)
+        assert flat == {k: v.default for k, v in schema.by_key.items()}, name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.output = "elsewhere"
+    geo = SCHEMAS["coffee_shops"].parse({"search": {"top": 3, "grid_step_m": 5}})
+    assert (geo.search.top, geo.search.grid_step_m, geo.inputs.crimes) == (3, 5.0, None)
+    assert type(geo.search).__name__ == "CoffeeShopsSearchParams"
+    with pytest.raises(ConfigError, match="unknown key 'search.tops'"):
+        SCHEMAS["coffee_shops"].parse({"search": {"tops": 3}})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.core.conf import ConfigError
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.submit import ENV_PYTHON, submit_spec
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

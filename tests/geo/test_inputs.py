@@ -2,7 +2,7 @@ import pyproj
 import pytest
 from chispa import assert_approx_df_equality
 
-from sparkfield.core.io import InputError
+from sparkfield.core.errors import InputError
 from sparkfield.geo.inputs import StudyArea, read_competitors, read_crimes, read_stations
 
 CATS = {"theft": ["Theft from Vehicle", "Other Theft"], "mischief": ["Mischief"]}

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from scipy.spatial import cKDTree
 
-from sparkfield.core.conf import ConfigError, load_config
+from sparkfield.core.conf import load_config
+from sparkfield.core.errors import ConfigError
 from sparkfield.geo import maps, run
 from sparkfield.geo.inputs import bundled, bundled_text
 

@@ -12,8 +12,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
+from sparkfield.core.errors import DeviceError
 from sparkfield.nlp import run
-from sparkfield.nlp.device import DeviceError, choose_device
+from sparkfield.nlp.device import choose_device
 from sparkfield.nlp.embed import embed
 from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import ModelError, check_model_dir, default_model_dir

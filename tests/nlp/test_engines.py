@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sparkfield.core.conf import ConfigError, load_config
+from sparkfield.core.conf import load_config
+from sparkfield.core.errors import ConfigError, DeviceError
 from sparkfield.nlp import run
-from sparkfield.nlp.device import DeviceError
 from sparkfield.nlp.embed import EngineSpec, embed
 from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import check_model_dir

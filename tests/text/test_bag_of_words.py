@@ -15,7 +15,7 @@ from bs4 import BeautifulSoup
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
-from sparkfield.core.io import InputError
+from sparkfield.core.errors import InputError
 from sparkfield.text import run
 from sparkfield.text.job import pages_from_html_dir
 from sparkfield.text.request import REASONS

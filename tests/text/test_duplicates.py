@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from pyspark.sql import types as T
 
-from sparkfield.core.conf import ConfigError, load_config
+from sparkfield.core.conf import load_config
+from sparkfield.core.errors import ConfigError
 from sparkfield.text import run
 from sparkfield.text.duplicates import DuplicateSettings, find_duplicates, shingles
 from tests.conftest import WIKI_PAGES

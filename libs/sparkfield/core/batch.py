@@ -145,9 +145,6 @@ class OutputLock:
             return text, None
         return text, holder if isinstance(holder, dict) else None
 
-    def _holder(self) -> dict | None:
-        return self._read()[1]
-
     def release(self) -> None:
         if self.held:
             self.path.unlink(missing_ok=True)

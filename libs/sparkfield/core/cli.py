@@ -17,20 +17,17 @@ from sparkfield.core.batch import (
     partition_path,
     recover_output,
 )
-from sparkfield.core.conf import Config, ConfigError, load_config
-from sparkfield.core.errors import (
+from sparkfield.core.conf import Config, load_config
+from sparkfield.core.errors import ConfigError, InputError, UserError
+from sparkfield.core.failures import (
     check_master,
     disk_full_error,
     missing_module_error,
     route_stderr,
     spark_input_error,
 )
-from sparkfield.core.io import InputError, local_output_problem
-from sparkfield.core.params import (  # noqa: F401 (key_values: a flag type)
-    JobSchema,
-    key_values,
-    timezone_problem,
-)
+from sparkfield.core.io import local_output_problem
+from sparkfield.core.params import JobSchema, timezone_problem
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -143,7 +140,7 @@ def main(
         cfg = job_config(job, args, overrides)
         output = cfg.job.get("output")
         limit = cfg.job.get("max_reject_fraction")
-    except (ConfigError, InputError, ValueError) as exc:
+    except (UserError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return run_job(job, cfg, output, limit, run, describe)
@@ -190,7 +187,7 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
             if describe is not None:
                 print(describe(result))
             return _check_rejects(result, limit)
-        except (InputError, ConfigError) as exc:
+        except UserError as exc:
             return _fail(str(exc), EXIT_BAD_INPUT)
         except Exception as exc:
             reason = (disk_full_error(exc, output) or missing_module_error(exc)

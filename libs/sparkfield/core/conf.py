@@ -17,11 +17,10 @@ from typing import Any
 
 import yaml
 
+from sparkfield.core.errors import ConfigError
+
 CONF_ENV = "SPARKFIELD_CONF_DIR"
 
-
-class ConfigError(ValueError):
-    """A configuration file or flag is missing or invalid."""
 
 
 def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
@@ -213,7 +212,3 @@ def load_config(
         merged = deep_merge(merged, overrides)
     return Config(job_name=job, profile=",".join(names), raw=merged)
 
-
-def config_from_dict(job: str, raw: dict[str, Any], profile: str = "inline") -> Config:
-    """A Config built in code (tests, notebooks) from the same shape the YAML files have."""
-    return Config(job_name=job, profile=profile, raw=copy.deepcopy(raw))

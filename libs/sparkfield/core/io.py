@@ -12,7 +12,7 @@ import io
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,6 +20,8 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from sparkfield.core.errors import InputError
 
 CORRUPT_COL = "_corrupt_record"
 
@@ -31,9 +33,6 @@ REJECTS_SCHEMA = T.StructType(
     ]
 )
 
-
-class InputError(ValueError):
-    """An input is missing or unusable as a whole (not a bad row: those become rejects)."""
 
 
 def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
@@ -152,26 +151,34 @@ def corrupt_record(df: DataFrame) -> Column:
     return F.col(CORRUPT_COL) if CORRUPT_COL in df.columns else F.lit(None).cast("string")
 
 
-def as_record(df: DataFrame, exclude: tuple[str, ...] = ()) -> Column:
-    """The raw row as JSON text (or the unparsed line for corrupt rows), for rejects."""
-    cols = [c for c in df.columns if c != CORRUPT_COL and c not in exclude]
+def as_record(df: DataFrame, exclude: Sequence[str] = (),
+              fields: Sequence[str] | None = None) -> Column:
+    """The raw row (or its ``fields``) as JSON text, or the unparsed line for a row CSV could
+    not parse, for rejects."""
+    cols = [c for c in (df.columns if fields is None else fields)
+            if c != CORRUPT_COL and c not in exclude]
     as_json = F.to_json(F.struct(*[F.col(f"`{c}`") for c in cols]))
     if CORRUPT_COL in df.columns:
         return F.coalesce(F.col(CORRUPT_COL), as_json)
     return as_json
 
 
-def rejects_of(df: DataFrame, source: str, reason_col: str = "reject_reason") -> DataFrame:
-    """Rows of ``df`` whose ``reason_col`` is set, in the shared rejects schema."""
+def rejects_of(df: DataFrame, source: str | Column, reason_col: str = "reject_reason",
+               fields: Sequence[str] | None = None) -> DataFrame:
+    """Rows of ``df`` whose ``reason_col`` is set, in the shared rejects schema (source, reason,
+    record). ``source`` is a name or a column (one frame holding several sources); the record
+    is ``fields`` (default: every column but the reason) as JSON, or the unparsed line."""
+    src = F.lit(source) if isinstance(source, str) else source
     return df.where(F.col(reason_col).isNotNull()).select(
-        F.lit(source).alias("source"),
+        src.alias("source"),
         F.col(reason_col).alias("reason"),
-        as_record(df, exclude=(reason_col,)).alias("record"),
+        as_record(df, exclude=(reason_col,), fields=fields).alias("record"),
     )
 
 
-def empty_rejects(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], REJECTS_SCHEMA)
+def rejects_from_rows(spark: SparkSession, rows: Iterable[Sequence[Any]]) -> DataFrame:
+    """Rejects found on the driver (source, reason, record) in the shared rejects schema."""
+    return spark.createDataFrame([tuple(r) for r in rows], REJECTS_SCHEMA)
 
 
 REPORT_FILE = "run_report.json"

@@ -11,6 +11,7 @@ and every missing key gets its default. Every job checks the same way, so the sa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import difflib
 import functools
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sparkfield.core.conf import ConfigError
+from sparkfield.core.errors import ConfigError
 
 KINDS = ("str", "timestamp", "timezone", "int", "float", "bool", "fraction", "list[float]",
          "list[str]", "dict[str,float]", "dict[str,str]", "dict[str,list[str]]")
@@ -269,6 +270,7 @@ class JobSchema:
         if len(self.by_key) != len(self.params):
             raise ValueError(f"{job}: duplicate parameter keys")
         self.sections = {k.rsplit(".", 1)[0] for k in self.by_key if "." in k}
+        self._types: dict[str, type] = {}
         for s in list(self.sections):  # parents of nested sections
             while "." in s:
                 s = s.rsplit(".", 1)[0]
@@ -296,6 +298,40 @@ class JobSchema:
         for p in self.params:
             _set(out, p.key, values.get(p.key, p.default))
         return out
+
+    def parse(self, job: dict[str, Any] | None) -> Any:
+        """The job section validated (:meth:`validate`) as a typed, frozen object built from
+        the schema: a section is an attribute (``p.search.grid_step_m``, ``p.output``), so a
+        parameter is declared once, here, with its default and bounds."""
+        return self._build(self.validate(job), "")
+
+    def params_type(self, section: str = "") -> type:
+        """The frozen dataclass :meth:`parse` builds for ``section`` ("" for the whole job)."""
+        if section not in self._types:
+            prefix = f"{section}." if section else ""
+            fields: list[tuple[str, Any]] = []
+            children = sorted({k[len(prefix):].split(".", 1)[0] for k in self.by_key
+                               if k.startswith(prefix) and "." in k[len(prefix):]})
+            for p in self.params:
+                if p.key.startswith(prefix) and "." not in p.key[len(prefix):]:
+                    fields.append((p.key[len(prefix):], _annotation(p)))
+            for child in children:
+                fields.append((child, self.params_type(prefix + child).__name__))
+            for name, _ in fields:
+                if not name.isidentifier():
+                    raise ValueError(f"{self.job}: {prefix}{name} is not a valid attribute name")
+            words = [self.job, *section.split(".")] if section else [self.job]
+            name = "".join(w.title().replace("_", "") for w in words) + "Params"
+            self._types[section] = dataclasses.make_dataclass(name, fields, frozen=True)
+        return self._types[section]
+
+    def _build(self, values: dict[str, Any], section: str) -> Any:
+        cls = self.params_type(section)
+        prefix = f"{section}." if section else ""
+        kwargs = {f.name: (self._build(values[f.name], prefix + f.name)
+                           if prefix + f.name in self.sections else values[f.name])
+                  for f in dataclasses.fields(cls)}
+        return cls(**kwargs)
 
     def _walk(self, node: Any, prefix: str, values: dict[str, Any], problems: list[str]) -> None:
         if not isinstance(node, dict):
@@ -369,6 +405,15 @@ class JobSchema:
             meaning = _describe(p).replace("|", "\\|")
             rows.append(f"| `{p.key}` | {flag} | {_show(p.default)} | {meaning} |")
         return "\n".join(rows)
+
+
+_ANNOTATIONS = {"str": "str", "timestamp": "str", "timezone": "str", "int": "int",
+                "float": "float", "bool": "bool", "fraction": "float"}
+
+
+def _annotation(p: Param) -> str:
+    kind = _ANNOTATIONS.get(p.kind, p.kind.replace(",", ", "))
+    return f"{kind} | None" if p.allows_null else kind
 
 
 def _set(d: dict[str, Any], dotted: str, value: Any) -> None:

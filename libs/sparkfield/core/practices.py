@@ -306,7 +306,7 @@ def checkpoint_location(spark: SparkSession, configured: str | None,
     import tempfile
 
     from sparkfield.core.batch import resolve_path
-    from sparkfield.core.conf import ConfigError
+    from sparkfield.core.errors import ConfigError
 
     master = spark.sparkContext.master
     if configured:

@@ -7,7 +7,8 @@ import os
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from sparkfield.core.conf import Config, ConfigError
+from sparkfield.core.conf import Config
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.practices import checkpoint_location, release_checkpoints
 
 

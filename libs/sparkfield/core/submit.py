@@ -20,13 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkfield.core.conf import (
-    ConfigError,
-    find_conf_dir,
-    job_file_path,
-    load_config,
-    profile_names,
-)
+from sparkfield.core.conf import find_conf_dir, job_file_path, load_config, profile_names
+from sparkfield.core.errors import ConfigError
 
 ENV_ALIAS = "environment"
 ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"

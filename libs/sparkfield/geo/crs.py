@@ -113,8 +113,5 @@ class UTM:
         """Degrees -> metres as Spark column expressions (no Python UDF)."""
         return self._forward(_SPARK, lon, lat)
 
-    def to_lonlat_cols(self, x: Column, y: Column) -> tuple[Column, Column]:
-        return self._inverse(_SPARK, x, y)
-
 
 UTM10N = UTM(10, True)

@@ -15,10 +15,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.errors import InputError
 from sparkfield.core.io import (
     CORRUPT_COL,
     REJECTS_SCHEMA,
-    InputError,
     as_record,
     csv_options,
     read_csv_strings,

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-
-class DeviceError(RuntimeError):
-    pass
+from sparkfield.core.errors import DeviceError
 
 
 def task_gpu_addresses() -> list[str]:

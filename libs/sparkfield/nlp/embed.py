@@ -16,8 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.conf import ConfigError
-from sparkfield.core.io import InputError
+from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.ship import shipped_dir
 from sparkfield.core.workers import in_worker
 from sparkfield.nlp.device import choose_device, task_gpu_addresses

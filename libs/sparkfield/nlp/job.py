@@ -12,8 +12,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import AtomicOutput, InputError, optional_output, require_path
+from sparkfield.core.conf import Config
+from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.io import AtomicOutput, optional_output, require_path
 from sparkfield.core.practices import cached, cached_rows, sample
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.ship import ship_dir

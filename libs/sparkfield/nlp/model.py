@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from sparkfield.core.io import InputError
+from sparkfield.core.errors import InputError
 from sparkfield.nlp.weights import weights_problem
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")

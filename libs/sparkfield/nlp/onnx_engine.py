@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sparkfield.core.conf import ConfigError
-from sparkfield.nlp.device import DeviceError
+from sparkfield.core.errors import ConfigError, DeviceError
 from sparkfield.nlp.encoder import BaseEncoder
 from sparkfield.nlp.model import ModelError, fingerprint
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from sparkfield.core.conf import ConfigError
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
 

@@ -8,7 +8,7 @@ import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.conf import ConfigError
+from sparkfield.core.errors import ConfigError
 from sparkfield.nlp.embed import split_texts
 
 SPARK_NLP_VERSION = "7.0.0"  # the Spark NLP line that supports pyspark 4.1 (Scala 2.13)

@@ -12,13 +12,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import (
-    CORRUPT_COL,
-    InputError,
-    corrupt_record,
-    read_csv_strings,
-    require_path,
-)
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import CORRUPT_COL, corrupt_record, read_csv_strings, require_path
 from sparkfield.process.events import RAW_TS, parse_timestamp, sample_cases
 from sparkfield.process.mapping import Activity, Mapping, MappingError, Source
 from sparkfield.process.schema import (

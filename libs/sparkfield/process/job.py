@@ -13,9 +13,10 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.errors import raises_input_errors
-from sparkfield.core.io import AtomicOutput, InputError, optional_output
+from sparkfield.core.conf import Config
+from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.failures import raises_input_errors
+from sparkfield.core.io import AtomicOutput, optional_output
 from sparkfield.core.practices import cached, cached_rows
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish

@@ -8,14 +8,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.errors import spark_input_error
-from sparkfield.core.io import (
-    CORRUPT_COL,
-    InputError,
-    corrupt_record,
-    read_csv_strings,
-    require_path,
-)
+from sparkfield.core.errors import InputError
+from sparkfield.core.failures import spark_input_error
+from sparkfield.core.io import CORRUPT_COL, corrupt_record, read_csv_strings, require_path
 from sparkfield.process.events import RAW_TS, parse_timestamp
 from sparkfield.process.schema import (
     ACTIVITY,

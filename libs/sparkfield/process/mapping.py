@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkfield.core.conf import ConfigError, load_yaml
+from sparkfield.core.conf import load_yaml
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import timezone_problem
 
 FORMATS = {"csv", "parquet", "json", "jdbc"}

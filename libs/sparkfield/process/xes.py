@@ -20,7 +20,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import InputError, append_parts, hadoop_fs
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import append_parts, hadoop_fs
 from sparkfield.process.events import RAW_TS
 from sparkfield.process.schema import (
     ACTIVITY,

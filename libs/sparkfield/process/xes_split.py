@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.errors import executor_input_error
+from sparkfield.core.failures import executor_error
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
 from sparkfield.core.workers import in_worker
 from sparkfield.process.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
@@ -68,7 +68,7 @@ def needs_one_range(exc: BaseException) -> bool:
     """Whether ``exc``, raised by an action on :func:`read_xes` rows (an executor's error comes
     back wrapped), is an :class:`XesRangeError`: read the file again as one range."""
     return isinstance(exc, XesRangeError) or \
-        isinstance(executor_input_error(exc), XesRangeError)
+        isinstance(executor_error(exc), XesRangeError)
 
 
 def open_markup(text: str, closer: str | None = None) -> str | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.errors import spark_input_error
+from sparkfield.core.failures import spark_input_error
 from sparkfield.core.io import AtomicOutput, hadoop_fs, path_exists, read_bytes, read_text_file
 from sparkfield.core.practices import local_checkpoint
 from sparkfield.core.report import Stats

@@ -11,8 +11,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.conf import Config, ConfigError
-from sparkfield.core.io import InputError, optional_output, path_exists, require_path
+from sparkfield.core.conf import Config
+from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.io import optional_output, path_exists, require_path
 from sparkfield.core.practices import (
     cached,
     cached_rows,

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from sparkfield.core.io import InputError, hadoop_fs
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import hadoop_fs
 
 MAX_FILES = 1_000_000  # files of every kind, hidden ones included
 

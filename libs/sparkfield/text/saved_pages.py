@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import InputError, read_bytes, require_path
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import read_bytes, require_path
 from sparkfield.core.practices import BALANCE_MAX_ROWS, place, sample, task_partitions
 from sparkfield.core.report import Stats
 from sparkfield.core.workers import in_worker
