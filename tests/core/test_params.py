@@ -245,3 +245,23 @@ def test_parse_gives_typed_sections_with_the_schema_defaults():
     assert type(geo.search).__name__ == "CoffeeShopsSearchParams"
     with pytest.raises(ConfigError, match="unknown key 'search.tops'"):
         SCHEMAS["coffee_shops"].parse({"search": {"tops": 3}})
+
+
+def test_parsed_parameters_pickle_by_job_and_section(tmp_path):
+    """Executors get them by pickling, in a process that has not imported the schema."""
+    import pickle
+    import subprocess
+    import sys
+
+    import cloudpickle
+
+    from sparkfield.text.params import SCHEMA
+
+    p = SCHEMA.parse({"fetch": {"delay_s": 0.5}})
+    assert pickle.loads(pickle.dumps(p)) == p
+    (tmp_path / "p.pkl").write_bytes(cloudpickle.dumps(p.fetch))
+    code = ("import pickle, sys; q = pickle.load(open(sys.argv[1], 'rb')); "
+            "print(type(q).__name__, q.delay_s)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.pkl")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["BagOfWordsFetchParams", "0.5"]

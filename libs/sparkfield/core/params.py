@@ -271,6 +271,7 @@ class JobSchema:
             raise ValueError(f"{job}: duplicate parameter keys")
         self.sections = {k.rsplit(".", 1)[0] for k in self.by_key if "." in k}
         self._types: dict[str, type] = {}
+        _BY_JOB[job] = self
         for s in list(self.sections):  # parents of nested sections
             while "." in s:
                 s = s.rsplit(".", 1)[0]
@@ -322,7 +323,10 @@ class JobSchema:
                     raise ValueError(f"{self.job}: {prefix}{name} is not a valid attribute name")
             words = [self.job, *section.split(".")] if section else [self.job]
             name = "".join(w.title().replace("_", "") for w in words) + "Params"
-            self._types[section] = dataclasses.make_dataclass(name, fields, frozen=True)
+            cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace={
+                "__reduce__": _reduce_params, "_job": self.job, "_section": section})
+            cls.__module__ = __name__
+            self._types[section] = cls
         return self._types[section]
 
     def _build(self, values: dict[str, Any], section: str) -> Any:
@@ -405,6 +409,21 @@ class JobSchema:
             meaning = _describe(p).replace("|", "\\|")
             rows.append(f"| `{p.key}` | {flag} | {_show(p.default)} | {meaning} |")
         return "\n".join(rows)
+
+
+_BY_JOB: dict[str, JobSchema] = {}
+
+
+def _reduce_params(obj: Any) -> tuple[Any, tuple[Any, ...]]:
+    # the classes are made at run time: pickle (to executors) by job, section and values
+    values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    return _rebuild_params, (obj._job, obj._section, values)
+
+
+def _rebuild_params(job: str, section: str, values: dict[str, Any]) -> Any:
+    if job not in _BY_JOB:
+        import sparkfield.schemas  # noqa: F401 (declares every job's schema)
+    return _BY_JOB[job].params_type(section)(**values)
 
 
 _ANNOTATIONS = {"str": "str", "timestamp": "str", "timezone": "str", "int": "int",
