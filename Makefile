@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 AIRFLOW_VENV  ?= .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: run test lint bench clean venv system-deps pack-env package readme-params
+.PHONY: run test lint bench clean venv system-deps pack-env package param-tables
 
 venv: $(STAMP)
 
@@ -45,9 +45,9 @@ PACK_ENV ?= build/sparkfield-env.tar.gz
 pack-env:
 	./scripts/pack_env.sh --extras '$(EXTRAS)' --output '$(PACK_ENV)' $(PACK_ARGS)
 
-# the README parameter tables, generated from the job schemas (libs/sparkfield/*/params.py)
-readme-params:
-	PYTHONPATH=libs $(PY) scripts/readme_params.py
+# the parameter tables of the job manuals (docs/jobs/), generated from the job schemas (libs/sparkfield/*/params.py)
+param-tables:
+	PYTHONPATH=libs $(PY) scripts/param_tables.py
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "### $$b"; $(PY) $$b || exit 1; done

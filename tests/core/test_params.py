@@ -11,7 +11,7 @@ import yaml
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import render_readme
+from sparkfield.core.params import render_docs
 from sparkfield.schemas import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,10 +118,28 @@ def test_flags_come_from_the_schema(job):
     assert set(flags) - shared == {p.flag for p in schema.params if p.flag}
 
 
-def test_readme_tables_are_generated_from_the_schemas():
-    text = (ROOT / "README.md").read_text()
-    assert render_readme(text, SCHEMAS.values()) == text, \
-        "README parameter tables are stale: run `make readme-params`"
+def test_docs_tables_are_generated_from_the_schemas():
+    rendered = render_docs(ROOT, SCHEMAS.values())  # every job's table in exactly one file
+    assert {p.relative_to(ROOT).as_posix() for p in rendered} == {
+        f"docs/jobs/{job}.md" for job in SCHEMAS}
+    for path, text in rendered.items():
+        assert path.read_text(encoding="utf-8") == text, \
+            f"{path.name}: parameter tables are stale: run `make param-tables`"
+
+
+def test_a_table_in_two_files_or_none_is_an_error(tmp_path):
+    schema = SCHEMAS["embed"]
+    block = "<!-- params:embed -->\n<!-- /params:embed -->\n"
+    (tmp_path / "docs").mkdir()
+    with pytest.raises(ValueError, match="embed: 0"):
+        render_docs(tmp_path, [schema])
+    (tmp_path / "README.md").write_text(block)
+    (tmp_path / "docs" / "embed.md").write_text(block)
+    with pytest.raises(ValueError, match="embed: 2"):
+        render_docs(tmp_path, [schema])
+    (tmp_path / "README.md").write_text("no tables")
+    (out,) = render_docs(tmp_path, [schema]).values()
+    assert "| `model` | `--model` |" in out
 
 
 @pytest.mark.parametrize("job", sorted(SCHEMAS))
@@ -224,19 +242,19 @@ def test_parse_gives_typed_sections_with_the_schema_defaults():
 
     from sparkfield.schemas import SCHEMAS
 
+    def flatten(obj, prefix=""):
+        flat = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value):
+                flat.update(flatten(value, f"{prefix}{f.name}."))
+            else:
+                flat[prefix + f.name] = value
+        return flat
+
     for name, schema in SCHEMAS.items():
         p = schema.parse({})
-        flat: dict = {}
-
-        def walk(obj, prefix=""):
-            for f in dataclasses.fields(obj):
-                value = getattr(obj, f.name)
-                if dataclasses.is_dataclass(value):
-                    walk(value, f"{prefix}{f.name}.")
-                else:
-                    flat[prefix + f.name] = value
-
-        walk(p)
+        flat = flatten(p)
         assert flat == {k: v.default for k, v in schema.by_key.items()}, name
         with pytest.raises(dataclasses.FrozenInstanceError):
             p.output = "elsewhere"
