@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from urllib.parse import unquote
 
+from machine import describe
 from pyspark.ml.functions import vector_to_array
 from pyspark.sql import functions as F
 
@@ -275,6 +276,8 @@ def main() -> int:
                     help="run one part")
     ap.add_argument("--child", nargs=2, metavar=("PART", "CORES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not getattr(args, "child", None):
+        print(describe(), flush=True)
     if args.child:
         child(args.child[0], int(args.child[1]), args.repeats)
         return 0

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from machine import describe
 from scipy.spatial import cKDTree
 
 from sparkfield.core.conf import load_config
@@ -113,6 +114,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=2,
                     help="scale runs after the first one, in the same session")
     args = ap.parse_args()
+    if not getattr(args, "child", None):
+        print(describe(), flush=True)
     crimes_path = bundled("vancouver_crime_2016.csv.gz")
     crimes = pd.read_csv(crimes_path)
     work = Path(tempfile.mkdtemp(prefix="sparkfield-bench-"))

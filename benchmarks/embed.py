@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from machine import describe
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
@@ -50,6 +51,8 @@ def main() -> int:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--onnx-dir", help="reuse an export (default: a fresh temporary one)")
     args = ap.parse_args()
+    if not getattr(args, "child", None):
+        print(describe(), flush=True)
     import torch
 
     texts = real_sentences(args.sentences)

@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import pandas as pd
+from machine import describe
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
@@ -74,6 +75,8 @@ def main() -> int:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--copies", type=int, default=8)
     args = ap.parse_args()
+    if not getattr(args, "child", None):
+        print(describe(), flush=True)
     warnings.simplefilter("ignore")
     import pm4py
 

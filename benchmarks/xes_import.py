@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 ROOT = Path(__file__).resolve().parents[1]
 BPIC = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / \
     "process_mining/event_logs/pm4py/bpic2012.xes.gz"
@@ -102,6 +104,8 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="1g")
     ap.add_argument("--child", nargs=2, metavar=("READER", "LOG"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not getattr(args, "child", None):
+        print(describe(), flush=True)
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], args.cores, args.driver_memory)))
         return 0

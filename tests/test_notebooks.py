@@ -29,15 +29,75 @@ def test_every_job_has_a_notebook_with_outputs_stripped():
                 assert cell["outputs"] == [] and cell["execution_count"] is None, nb.name
 
 
+# Run in the notebook's kernel before its last cell (spark.stop()): what the notebook showed,
+# as JSON, so the test checks values and shapes rather than only that no cell failed.
+PROBES = {
+    "coffee_shops": """print(json.dumps({
+    "first_top": list(first.top.head().shape), "first_top_cols": list(first.top.columns),
+    "ranks": full.top["rank"].tolist(), "candidates": full.candidate_count,
+    "in_reach": full.in_search_count, "stations": len(full.stations),
+    "eligible": int(full.stations["eligible"].sum()),
+    "report_keys": sorted(rep)}))""",
+    "event_log": """print(json.dumps({
+    "dfg": list(res.views["dfg"].head(10).shape), "dfg_cols": list(res.views["dfg"].columns),
+    "dfg_sorted": res.views["dfg"]["frequency"].is_monotonic_decreasing,
+    "variants": res.extras["views"].variants.limit(5).count(),
+    "cases": len(cases), "longest_days": float(cases["duration_s"].max() / 86400)}))""",
+    "bag_of_words": """print(json.dumps({
+    "sentences": list(res.sentences.select("doc_id", "sentence_idx", "sentence", "tokens",
+                                           "vector").limit(5).toPandas().shape),
+    "documents": res.documents.count(), "vocabulary": len(res.vocabulary),
+    "top_words": top["word"].tolist(), "counts_sorted": top["count"].is_monotonic_decreasing}))""",
+    "embed": """print(json.dumps({
+    "neighbors": list(res.extras["neighbors"].shape),
+    "queries": int(res.extras["neighbors"]["query_id"].nunique()),
+    "cosine_max": float(res.extras["neighbors"]["cosine"].max()),
+    "topics": int(res.extras["topics"]["topic"].nunique()),
+    "attention": list(att.shape), "tokens": len(tokens)}))""",
+}
+
+
+def _check(name: str, shown: dict) -> None:
+    if name == "coffee_shops":
+        assert shown["first_top"][0] == 5 and {"rank", "station", "x", "y"} <= set(
+            shown["first_top_cols"])
+        assert shown["ranks"] == list(range(1, 11))
+        assert 0 < shown["candidates"] < shown["in_reach"]
+        assert shown["stations"] == 22 and 0 < shown["eligible"] < 22  # the bundled stations
+        assert {"inputs", "rejects", "counts", "skew"} <= set(shown["report_keys"])
+    elif name == "event_log":
+        assert shown["dfg"][0] == 10 and {"source", "target", "frequency"} <= set(
+            shown["dfg_cols"])
+        assert shown["dfg_sorted"] and shown["variants"] == 5
+        assert 700 < shown["cases"] < 1300  # a quarter of the 4,000-order sample
+        assert 0 < shown["longest_days"] < 400
+    elif name == "bag_of_words":
+        assert shown["sentences"] == [5, 5] and shown["documents"] == 6
+        assert shown["vocabulary"] == 100 and len(shown["top_words"]) == 25
+        assert shown["counts_sorted"] and "the" not in shown["top_words"]  # no stopwords
+    elif name == "embed":
+        assert shown["neighbors"][0] == 9 and shown["queries"] == 3  # 3 queries x k=3
+        assert 0 < shown["cosine_max"] <= 1.0001 and shown["topics"] == 3
+        layers_heads_square = shown["attention"]
+        assert layers_heads_square[-1] == layers_heads_square[-2] == shown["tokens"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_executes(name, request, monkeypatch):
     if name in NEED_DATA:  # the kernel inherits the environment
         monkeypatch.setenv("SPARKFIELD_DATA", str(request.getfixturevalue("shared_data")))
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    probe = nbformat.v4.new_code_cell("import json\n" + PROBES[name])
+    nb.cells.insert(len(nb.cells) - 1, probe)  # before spark.stop()
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT / "notebooks")}})
     client.execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    images = [c for c in nb.cells if c.cell_type == "code"
+              and any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+    assert images, f"{name}: the notebook draws no chart"
+    shown = json.loads("".join(o["text"] for o in probe.outputs if o.get("name") == "stdout"))
+    _check(name, shown)
