@@ -102,8 +102,19 @@ def wiki_pages(tmp_path_factory) -> Path:
     return out
 
 
+REMOTE = "SPARKFIELD_TEST_REMOTE"  # sc://host:port: the tests' session is a Spark Connect one
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    if os.environ.get(REMOTE):
+        from pyspark.sql import SparkSession
+
+        session = SparkSession.builder.remote(os.environ[REMOTE]).getOrCreate()
+        assert type(session).__module__.startswith("pyspark.sql.connect"), type(session)
+        yield session
+        session.stop()
+        return
     from sparkfield.core.conf import load_config
     from sparkfield.core.session import build_session
 

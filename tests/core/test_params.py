@@ -114,7 +114,7 @@ def test_flags_come_from_the_schema(job):
     for p in schema.params:
         if p.flag:
             assert flags.get(p.flag) == p.dest, p.flag
-    shared = {"-h", "--profile", "--conf-dir", "--run-date", "--log-level"}
+    shared = {"-h", "--profile", "--conf-dir", "--run-date", "--log-level", "--remote"}
     assert set(flags) - shared == {p.flag for p in schema.params if p.flag}
 
 

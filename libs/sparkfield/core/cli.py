@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -86,9 +87,29 @@ def base_parser(job: str, description: str,
     parser.add_argument("--log-level", default="INFO", type=_log_level, action=_Once,
                         metavar="{" + ",".join(LOG_LEVELS) + "}",
                         help="console log level (default INFO)")
+    parser.add_argument("--remote", default=None, action=_Once, metavar="sc://HOST:PORT",
+                        help="Spark Connect: the jobs need classic Spark and exit 2 saying "
+                        "why; use the library's functions from a Connect session instead")
     schema.add_flags(parser, action=_Once)
     parser.set_defaults(_schema=schema)
     return parser
+
+
+CONNECT_UNSUPPORTED = (
+    "the jobs run on classic Spark (spark-submit, submit.sh), not over Spark Connect ({where}): "
+    "a job reads Spark's stage metrics for its run report, lists, renames and locks its "
+    "output through the Hadoop file system, and ships the library, conf files and models to "
+    "the executors, none of which a Connect client can do. Over Spark Connect, call the "
+    "library's functions and stages from your own session (docs/architecture.md)")
+
+
+def connect_requested(args: argparse.Namespace) -> str | None:
+    """Where a Spark Connect session was asked for (the flag or ``SPARK_REMOTE``), or None."""
+    if getattr(args, "remote", None):
+        return f"--remote {args.remote}"
+    if os.environ.get("SPARK_REMOTE"):
+        return f"SPARK_REMOTE={os.environ['SPARK_REMOTE']}"
+    return None
 
 
 def job_config(job: str, args: argparse.Namespace,
@@ -136,6 +157,9 @@ def main(
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("py4j", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    where = connect_requested(args)
+    if where:
+        return _fail(CONNECT_UNSUPPORTED.format(where=where), EXIT_BAD_INPUT)
     try:
         cfg = job_config(job, args, overrides)
         output = cfg.job.get("output")

@@ -1,0 +1,52 @@
+"""The library over Spark Connect: a real Connect server from the installed pyspark on
+127.0.0.1, and the tests of the public functions run again with their session a Connect one
+(``SPARKFIELD_TEST_REMOTE``), in a process of their own (a Python process holds either a classic
+or a Connect session, not both). The same assertions pass on both, so results are equal."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REMOTE, ROOT, job_module
+from tests.connect_server import connect_server
+
+# the tests of the public building blocks, run as they are over Connect
+CONNECT_SUITE = [
+    "tests/process/test_discover.py",
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with connect_server(tmp_path_factory.mktemp("connect")) as url:
+        yield url
+
+
+@pytest.mark.slow
+def test_the_public_functions_pass_their_tests_over_spark_connect(server, shared_data):
+    env = {**os.environ, REMOTE: server}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-m", "not cluster", "-rs", *CONNECT_SUITE], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1500)
+    tail = (res.stdout + res.stderr)[-6000:]
+    assert res.returncode == 0, tail
+    passed = re.search(r"(\d+) passed", res.stdout)
+    assert passed and int(passed.group(1)) > 0, tail
+    assert "skipped" not in res.stdout.splitlines()[-1], tail
+
+
+@pytest.mark.parametrize("job", sorted(p.stem for p in (ROOT / "jobs").glob("*.py")))
+def test_a_job_asked_to_run_over_spark_connect_exits_2_saying_why(job, capsys, monkeypatch):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert job_module(job).main(["--remote", "sc://127.0.0.1:15002"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: the jobs run on classic Spark")
+    assert "--remote sc://127.0.0.1:15002" in err[0] and "library's functions" in err[0]
+    monkeypatch.setenv("SPARK_REMOTE", "sc://10.0.0.1:15002")
+    assert job_module(job).main([]) == 2
+    assert "SPARK_REMOTE=sc://10.0.0.1:15002" in capsys.readouterr().err
