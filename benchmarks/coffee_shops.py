@@ -15,6 +15,7 @@ Usage: python benchmarks/coffee_shops.py [--cores 2] [--scale-rows 530000] [--sk
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import shutil
@@ -32,7 +33,7 @@ from scipy.spatial import cKDTree
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
 from sparkfield.geo import run
-from sparkfield.geo.inputs import bundled
+from sparkfield.geo.inputs import bundled, bundled_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CATS = {
@@ -117,7 +118,7 @@ def main() -> int:
     if not getattr(args, "child", None):
         print(describe(), flush=True)
     crimes_path = bundled("vancouver_crime_2016.csv.gz")
-    crimes = pd.read_csv(crimes_path)
+    crimes = pd.read_csv(io.StringIO(bundled_text(crimes_path)))  # read on the driver
     work = Path(tempfile.mkdtemp(prefix="sparkfield-bench-"))
     spark = build_session(job_cfg(crimes_path, None, 10, args.cores))
     spark.sparkContext.setLogLevel("WARN")

@@ -4,54 +4,44 @@ output, every count checked against a count made by hand."""
 from contextlib import ExitStack
 
 import pandas as pd
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from sparkfield.geo.inputs import CrimeInput, PointInput
-from sparkfield.geo.job import CoffeeShopParams, compute
+from sparkfield.geo.inputs import (
+    CrimeInput,
+    PointInput,
+    StudyArea,
+    classify_crimes,
+    find_crime_columns,
+)
+from sparkfield.geo.job import compute
+from sparkfield.geo.params import SCHEMA
 
-CLASSIFIED = T.StructType([
-    T.StructField("__x", T.DoubleType(), True),
-    T.StructField("__y", T.DoubleType(), True),
-    T.StructField("__cat", T.StringType(), True),
-    T.StructField("__type", T.StringType(), True),
-    T.StructField("reject_reason", T.StringType(), True),
-    T.StructField("__record", T.StringType(), True),
-])
 POINT_COLS = ["name", "x", "y", "longitude", "latitude"]
 REJECT_COLS = ["source", "reason", "record"]
+CATEGORIES = {"theft": ["Other Theft", "Theft from Vehicle"]}
 
 
 def _crime_input(spark) -> CrimeInput:
+    """Crime rows as a CSV reader hands them over (text), classified by the library."""
     rows = [
-        (1000.0, 1020.0, "theft", "Other Theft", None, None),  # 20 m north of station A
-        (3000.0, 3000.0, "theft", "Other Theft", None, None),  # far from everything
-        (5000.0, 5010.0, "theft", "Theft from Vehicle", None, None),  # beside station B
-        (1000.0, 1000.0, None, "Homicide", None, None),  # a known type outside the categories
-        (None, None, None, None, "missing crime type", '{"TYPE":null}'),  # the null row
-        (None, None, "theft", "Other Theft", "non-numeric coordinates", '{"X":"abc"}'),
+        ("Other Theft", "1000", "1020"),  # 20 m north of station A
+        ("Other Theft", "3000", "3000"),  # far from everything
+        ("Theft from Vehicle", "5000", "5010"),  # beside station B
+        ("Homicide", "1000", "1000"),  # a known type outside the categories
+        (None, None, None),  # the null row: missing crime type
+        ("Other Theft", "abc", "1000"),  # non-numeric coordinates
     ]
-    classified = spark.createDataFrame(rows, CLASSIFIED)
-    ok = F.col("reject_reason").isNull()
-    return CrimeInput(
-        crimes=classified.where(ok & F.col("__cat").isNotNull()).select(
-            F.col("__x").alias("x"), F.col("__y").alias("y"), F.col("__cat").alias("category")),
-        ignored=classified.where(ok & F.col("__cat").isNull()).select(
-            F.col("__type").alias("type")),
-        rejects=classified.where(~ok).select(
-            F.lit("crimes").alias("source"), F.col("reject_reason").alias("reason"),
-            F.col("__record").alias("record")),
-        classified=classified,
-    )
+    raw = spark.createDataFrame(rows, "TYPE string, X string, Y string")
+    classified = classify_crimes(raw, find_crime_columns(raw.columns, "inline"), CATEGORIES,
+                                 ["Homicide"], StudyArea(0, 0, 10_000, 10_000))
+    return CrimeInput.of(classified, "inline")
 
 
-def _params() -> CoffeeShopParams:
-    return CoffeeShopParams(
-        crimes="inline", stations="inline", competitors="inline", output=None,
-        grid_step_m=10.0, search_radius_m=25.0, competitor_radius_m=500.0,
-        exclude_m={"theft": 15.0}, top=3, count_radius_m=25.0, tile_cells=4,
-        tile_partitions=2, categories={"theft": ["Other Theft", "Theft from Vehicle"]},
-        ignored_types=["Homicide"])
+def _params():
+    return SCHEMA.parse({
+        "search": {"grid_step_m": 10, "search_radius_m": 25, "competitor_radius_m": 500,
+                   "exclude_m": {"theft": 15}, "top": 3, "count_radius_m": 25,
+                   "tile_cells": 4, "tile_partitions": 2},
+        "categories": CATEGORIES, "ignored_types": ["Homicide"]})
 
 
 def test_compute_counts_and_ranks_without_a_report(spark):

@@ -15,10 +15,11 @@ from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
 from sparkfield.nlp import onnx_engine, run
-from sparkfield.nlp.embed import split_texts
-from sparkfield.nlp.job import EmbedParams, compute, read_texts
+from sparkfield.nlp.embed import split_texts, worker_threads
+from sparkfield.nlp.job import EmbedComputed, EmbedInputs, compute, derive, prepare, read_texts
 from sparkfield.nlp.model import ModelError, check_model_dir, default_model_dir
 from sparkfield.nlp.onnx_engine import ensure_onnx, export_dir
+from sparkfield.nlp.params import SCHEMA
 from tests.conftest import job_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +51,17 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[:len(data) // 2])
 
 
+def _compute(spark, texts, folder: Path, **job) -> tuple[EmbedInputs, EmbedComputed]:
+    """The job's inputs prepared and its pure step run on ``texts`` (ids in column ``id``);
+    the cached frames are released on return."""
+    p = SCHEMA.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
+                      **job})
+    d = derive(p, seed=42, task_cpus=worker_threads(spark))
+    inputs = prepare(spark, p, d, folder)
+    with ExitStack() as stack:
+        return inputs, compute(spark, p, d, texts, inputs, stack)
+
+
 # --- ids ----------------------------------------------------------------------------------
 
 def test_null_blank_and_repeated_ids_are_counted_rejects(spark):
@@ -63,11 +75,8 @@ def test_null_blank_and_repeated_ids_are_counted_rejects(spark):
 
 def test_null_or_repeated_ids_never_give_neighbours(spark):
     texts = spark.createDataFrame(ROWS, TEXTS)
-    p = EmbedParams(input="inline", output=None, id_col="id", device="cpu", batch_size=4,
-                    neighbors={"k": 3}, topics={"enabled": False},
-                    attention={"enabled": False})
-    with ExitStack() as stack:
-        c = compute(spark, p, texts, check_model_dir(None), stack)
+    _, c = _compute(spark, texts, check_model_dir(None), batch_size=4, neighbors={"k": 3},
+                    topics={"enabled": False}, attention={"enabled": False})
     assert c.stats.rejects == {"texts": {"duplicate id": 2, "null id": 1, "empty id": 1}}
     assert c.stats.outputs == {"embeddings": 4} and c.stats.inputs == {"texts": len(ROWS)}
     table = c.extras["neighbors"]
@@ -208,12 +217,10 @@ def test_corrupt_cached_onnx_export_is_rebuilt_and_reported(spark, tmp_path):
     target.mkdir(parents=True)
     (target / "model.onnx").write_bytes(b"half an export")  # no recorded hash, no graph
     texts = spark.createDataFrame(ROWS[:4], TEXTS)
-    p = EmbedParams(input="inline", output=None, id_col="id", device="cpu", engine="onnx",
-                    onnx_dir=str(tmp_path), neighbors={"enabled": False},
-                    topics={"enabled": False}, attention={"enabled": False})
-    with ExitStack() as stack:
-        c = compute(spark, p, texts, folder, stack)
+    inputs, c = _compute(spark, texts, folder, engine="onnx", onnx_dir=str(tmp_path),
+                         neighbors={"enabled": False}, topics={"enabled": False},
+                         attention={"enabled": False})
     assert c.stats.outputs == {"embeddings": 4}
-    notes = [n for n in c.stats.notes if "rebuilt" in n]
+    notes = [n for n in inputs.stats.notes if "rebuilt" in n]  # the export is prepared
     assert len(notes) == 1 and "model.onnx" in notes[0]
     assert (target / "model.onnx").stat().st_size > 1_000_000

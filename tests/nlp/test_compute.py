@@ -5,8 +5,10 @@ from contextlib import ExitStack
 
 from pyspark.sql import types as T
 
-from sparkfield.nlp.job import EmbedParams, compute
+from sparkfield.nlp.embed import worker_threads
+from sparkfield.nlp.job import compute, derive, prepare
 from sparkfield.nlp.model import check_model_dir
+from sparkfield.nlp.params import SCHEMA
 
 TEXTS = T.StructType([
     T.StructField("id", T.StringType(), True),
@@ -22,12 +24,14 @@ def test_compute_counts_embeddings_rejects_and_neighbours_without_a_report(spark
         ("d", None),  # the null row
         ("e", "   "),  # blank
     ], TEXTS)
-    p = EmbedParams(input="inline", output=None, id_col="id", device="cpu", batch_size=2,
-                    neighbors={"k": 2}, topics={"enabled": False}, attention={"sentences": 1})
-    folder = check_model_dir(None)
+    p = SCHEMA.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
+                      "batch_size": 2, "neighbors": {"k": 2}, "topics": {"enabled": False},
+                      "attention": {"sentences": 1}})
+    d = derive(p, seed=42, task_cpus=worker_threads(spark))
+    inputs = prepare(spark, p, d, check_model_dir(None))
 
     with ExitStack() as stack:
-        c = compute(spark, p, texts, folder, stack)
+        c = compute(spark, p, d, texts, inputs, stack)
         embedded = c.embeddings.where("embedding IS NOT NULL").count()
 
     s = c.stats

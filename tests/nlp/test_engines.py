@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError, DeviceError
@@ -19,6 +21,7 @@ from sparkfield.nlp.model import check_model_dir
 from sparkfield.nlp.onnx_engine import OnnxEncoder, _atomic, ensure_onnx, providers
 from sparkfield.text.normalise import sentences
 from sparkfield.text.parse import page_text
+from tests.conftest import job_module
 
 LONG = ("Natural language processing combines computational linguistics with statistical and "
         "machine learning models to let computers process human language. ") * 20
@@ -237,6 +240,43 @@ def test_engine_and_device_errors_are_clear():
         "CUDAExecutionProvider", {"device_id": 1})
     assert EngineSpec("m", "onnx", quantize="int8").engine_id == "onnx-int8"
     assert EngineSpec("m", "torch", half=True).engine_id == "torch-fp16"
+
+
+def test_onnx_export_of_the_driver_is_what_executors_load(tmp_path):
+    inside = EngineSpec("/models/m", "onnx", onnx_file="/models/m/onnx/fp/model.onnx")
+    assert inside.shipped_folders() == ["/models/m"]
+    assert inside._onnx_file_here(tmp_path) == tmp_path / "onnx/fp/model.onnx"  # its copy
+    outside = EngineSpec("/models/m", "onnx", onnx_file=str(tmp_path / "m-fp/model.onnx"))
+    assert outside.shipped_folders() == ["/models/m", str(tmp_path / "m-fp")]
+    # nothing shipped (a local master): the driver's own file
+    assert outside._onnx_file_here(Path("/models/m")) == tmp_path / "m-fp/model.onnx"
+    assert EngineSpec("/models/m", "torch")._onnx_file_here(tmp_path) is None
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs executors without CUDA")
+def test_cuda_on_executors_without_it_is_one_error_line(spark, repo_root, tmp_path, monkeypatch,
+                                                         capsys):
+    """The executors' Python workers build the encoder and find no CUDA device: the library's
+    run raises the DeviceError itself, the job ends with one error line and exit 2."""
+    src = tmp_path / "texts.csv"
+    pd.DataFrame({"sid": [1, 2], "sentence": ["One text.", "Another text."]}).to_csv(
+        src, index=False)
+    with pytest.raises(DeviceError, match="no GPU on this executor") as err:
+        run(spark, _job(repo_root, src, tmp_path / "lib", device="cuda"))
+    assert "\n" not in str(err.value) and "Traceback" not in str(err.value)
+    assert not (tmp_path / "lib").exists()
+
+    # a driver with a GPU passes the check before Spark starts; the workers still have none
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    code = job_module("embed").main([
+        "--conf-dir", str(repo_root / "conf"), "--input", str(src), "--id-col", "sid",
+        "--output", str(tmp_path / "out"), "--device", "cuda"])
+    err_text = capsys.readouterr().err
+    lines = [ln for ln in err_text.splitlines() if ln.startswith("error: ")]
+    assert code == 2 and len(lines) == 1, err_text[-3000:]
+    assert "--device cuda but torch sees no CUDA device" in lines[0]
+    assert "no GPU on this executor" in lines[0]  # the workers' error, not the driver's check
+    assert "Traceback" not in err_text and not (tmp_path / "out").exists()
 
 
 def test_job_flags_reach_the_engine(repo_root):

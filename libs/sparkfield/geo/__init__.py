@@ -1,6 +1,10 @@
 """Coffee-shop location search: where to open near a rapid-transit station with no competitor
-nearby and little crime, on an exact metric lattice computed in Spark tiles."""
+nearby and little crime, on an exact metric lattice computed in Spark tiles.
 
-from sparkfield.geo.job import CoffeeShopParams, CoffeeShopResult, run
+Parameters are the job section parsed by ``sparkfield.geo.params.SCHEMA``
+(``SCHEMA.parse({"search": {"top": 3}})``), an instance of :data:`CoffeeShopsParams`."""
 
-__all__ = ["CoffeeShopParams", "CoffeeShopResult", "run"]
+from sparkfield.geo.job import CoffeeShopResult, run
+from sparkfield.geo.params import CoffeeShopsParams
+
+__all__ = ["CoffeeShopResult", "CoffeeShopsParams", "run"]

@@ -18,8 +18,8 @@ from pyspark.sql import types as T
 from sparkfield.core.errors import InputError
 from sparkfield.core.io import (
     CORRUPT_COL,
-    REJECTS_SCHEMA,
     as_record,
+    corrupt_record,
     csv_options,
     read_csv_strings,
     read_text_file,
@@ -144,6 +144,21 @@ class CrimeInput:
     ignored: DataFrame  # known types outside the categories
     rejects: DataFrame  # source, reason, record
     classified: DataFrame  # every row read (after sampling) with its outcome
+    path: str  # the file read, for messages
+
+    @classmethod
+    def of(cls, classified: DataFrame, path: str) -> CrimeInput:
+        """The rows of :func:`classify_crimes` split by outcome."""
+        ok = F.col("reject_reason").isNull()
+        crimes = classified.where(ok & F.col("__cat").isNotNull()).select(
+            F.col("__x").alias("x"), F.col("__y").alias("y"), F.col("__cat").alias("category"))
+        ignored = classified.where(ok & F.col("__cat").isNull()).select(
+            F.col("__type").alias("type"))
+        rejects = classified.where(~ok).select(
+            F.lit("crimes").alias("source"), F.col("reject_reason").alias("reason"),
+            F.col("__record").alias("record"))
+        return cls(crimes=crimes, ignored=ignored, rejects=rejects, classified=classified,
+                   path=path)
 
     def outcome_counts(self) -> dict[str, int]:
         """Rows per outcome in one pass: a category, ``ignored:<type>`` or ``reject:<reason>``."""
@@ -167,74 +182,126 @@ def read_crimes(
     multiline: bool = True,
 ) -> CrimeInput:
     """Police open-data CSV (``TYPE,...,X,Y``) or the same with ``Latitude``/``Longitude``
-    (or ``LAT``/``LON``). X/Y (EPSG:26910) are used when both are numeric and non-zero,
-    otherwise latitude/longitude are projected. ``multiline=False`` reads the file line by
-    line (splittable; a quoted line break then makes malformed rows)."""
+    (or ``LAT``/``LON``), each row used, ignored or rejected (:func:`classify_crimes`).
+    ``multiline=False`` reads the file line by line (splittable; a quoted line break then
+    makes malformed rows)."""
     raw = sample(_csv_strings(spark, path, multiLine=str(multiline).lower()), fraction, seed)
-    cols = [c for c in raw.columns if c != CORRUPT_COL]
+    columns = find_crime_columns(raw.columns, path)
+    return CrimeInput.of(classify_crimes(raw, columns, categories, ignored_types, area), path)
+
+
+@dataclass(frozen=True)
+class CrimeColumns:
+    """The columns of a crimes file that classifying reads; a coordinate column the file
+    lacks is None."""
+
+    type: str
+    x: str | None = None
+    y: str | None = None
+    latitude: str | None = None
+    longitude: str | None = None
+
+    @property
+    def has_xy(self) -> bool:
+        return self.x is not None and self.y is not None
+
+    @property
+    def has_lonlat(self) -> bool:
+        return self.latitude is not None and self.longitude is not None
+
+
+def find_crime_columns(columns: list[str], path: str) -> CrimeColumns:
+    """The type and coordinate columns among ``columns`` (any case); :class:`InputError`
+    when there is no type column or neither X/Y nor Latitude/Longitude."""
+    cols = [c for c in columns if c != CORRUPT_COL]
     type_col = _find(cols, "TYPE", "type", "offence", "crime_type")
     if type_col is None:
         raise InputError(f"{path}: no TYPE column (columns: {', '.join(cols)})")
-    xc, yc = _find(cols, "X"), _find(cols, "Y")
-    latc, lonc = _find(cols, "Latitude", "LAT"), _find(cols, "Longitude", "LON", "LONG")
-    if (xc is None or yc is None) and (latc is None or lonc is None):
+    found = CrimeColumns(type_col, x=_find(cols, "X"), y=_find(cols, "Y"),
+                         latitude=_find(cols, "Latitude", "LAT"),
+                         longitude=_find(cols, "Longitude", "LON", "LONG"))
+    if not (found.has_xy or found.has_lonlat):
         raise InputError(f"{path}: needs X/Y or Latitude/Longitude columns")
+    return found
 
+
+@dataclass(frozen=True)
+class Coordinates:
+    """A position as column expressions over a row's text columns."""
+
+    x: Column
+    y: Column
+    non_numeric: Column  # a value is given but is not a number
+    found: Column  # x and y hold a usable position
+
+
+def _pair(a: str, b: str) -> Coordinates:
+    """Two text columns read as numbers; usable when both are numeric and non-zero."""
+    av, bv = _num(a), _num(b)
+    zero = F.lit(0.0)
+    return Coordinates(
+        x=av, y=bv,
+        non_numeric=(~_blank(a) & av.isNull()) | (~_blank(b) & bv.isNull()),
+        found=av.isNotNull() & bv.isNotNull() & (av != zero) & (bv != zero),
+    )
+
+
+def crime_coordinates(columns: CrimeColumns) -> Coordinates:
+    """A crime's position in EPSG:26910 metres: X/Y where both are numeric and non-zero,
+    otherwise latitude/longitude projected; a value that is not a number makes the row
+    non-numeric only when no usable pair is left."""
+    none = F.lit(None).cast("double")
+    xy = _pair(columns.x, columns.y) if columns.has_xy else \
+        Coordinates(none, none, F.lit(False), F.lit(False))
+    if not columns.has_lonlat:
+        return xy
+    ll = _pair(columns.longitude, columns.latitude)  # degrees: x longitude, y latitude
+    px, py = UTM10N.to_xy_cols(ll.x, ll.y)
+    return Coordinates(
+        x=F.when(xy.found, xy.x).when(ll.found, px),
+        y=F.when(xy.found, xy.y).when(ll.found, py),
+        non_numeric=F.when(xy.found, F.lit(False)).otherwise(
+            ll.non_numeric | (xy.non_numeric & ~ll.found)),
+        found=xy.found | ll.found,
+    )
+
+
+def classify_crimes(raw: DataFrame, columns: CrimeColumns, categories: dict[str, list[str]],
+                    ignored_types: list[str], area: StudyArea) -> DataFrame:
+    """Every row of ``raw`` (text columns as read) with its outcome: ``__x``, ``__y`` (metres),
+    ``__cat`` (the category of its type, null outside them), ``__type``, ``reject_reason``
+    (null for a used or ignored row) and ``__record`` (the raw row, rejected rows only)."""
     category_of = F.create_map(
         *[F.lit(v) for cat, types in categories.items() for t in types for v in (t, cat)]
     )
-    ctype = F.trim(F.col(f"`{type_col}`"))
-    category = category_of[ctype]
-
-    zero = F.lit(0.0)
-    bad_num = F.lit(False)
-    xy_ok = F.lit(False)
-    x, y = F.lit(None).cast("double"), F.lit(None).cast("double")
-    if xc and yc:
-        xv, yv = _num(xc), _num(yc)
-        bad_num = bad_num | (~_blank(xc) & xv.isNull()) | (~_blank(yc) & yv.isNull())
-        xy_ok = xv.isNotNull() & yv.isNotNull() & (xv != zero) & (yv != zero)
-        x, y = xv, yv
-    if latc and lonc:
-        latv, lonv = _num(latc), _num(lonc)
-        ll_bad = (~_blank(latc) & latv.isNull()) | (~_blank(lonc) & lonv.isNull())
-        ll_ok = latv.isNotNull() & lonv.isNotNull() & (latv != zero) & (lonv != zero)
-        px, py = UTM10N.to_xy_cols(lonv, latv)
-        bad_num = F.when(xy_ok, F.lit(False)).otherwise(ll_bad | (bad_num & ~ll_ok))
-        x = F.when(xy_ok, x).when(ll_ok, px)
-        y = F.when(xy_ok, y).when(ll_ok, py)
-        has_coords = xy_ok | ll_ok
-    else:
-        has_coords = xy_ok
-
-    known = F.array_contains(F.array(*[F.lit(t) for t in ignored_types] or [F.lit("")]), ctype)
-    staged = raw.select(
-        "*", x.alias("__x"), y.alias("__y"), category.alias("__cat"), ctype.alias("__type")
-    )
-    reason = (
-        F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
-        .when(_blank(type_col), "missing crime type")
-        .when(F.col("__cat").isNull() & ~known, "unknown crime type")
-        .when(F.col("__cat").isNull(), None)
-        .when(bad_num, "non-numeric coordinates")
-        .when(~has_coords, "missing or zero coordinates")
-        .when(~area.contains_cols(F.col("__x"), F.col("__y")), "outside study area")
-    )
+    crime_type = F.trim(F.col(f"`{columns.type}`"))
+    at = crime_coordinates(columns)
+    staged = raw.select("*", at.x.alias("__x"), at.y.alias("__y"),
+                        category_of[crime_type].alias("__cat"), crime_type.alias("__type"))
+    reason = _reject_reason(raw, columns, at, crime_type, ignored_types, area)
     # narrow rows: the raw text is kept (as JSON) only for rejected rows, so caching this
     # frame costs a few columns per crime, not the whole CSV line
-    classified = staged.withColumn("reject_reason", reason).select(
+    return staged.withColumn("reject_reason", reason).select(
         "__x", "__y", "__cat", "__type", "reject_reason",
         F.when(F.col("reject_reason").isNotNull(), as_record(raw)).alias("__record"),
     )
-    ok = F.col("reject_reason").isNull()
-    crimes = classified.where(ok & F.col("__cat").isNotNull()).select(
-        F.col("__x").alias("x"), F.col("__y").alias("y"), F.col("__cat").alias("category")
+
+
+def _reject_reason(raw: DataFrame, columns: CrimeColumns, at: Coordinates, crime_type: Column,
+                   ignored_types: list[str], area: StudyArea) -> Column:
+    """Why a staged row is rejected, first reason first; null for a row used or ignored (a
+    known type outside the categories)."""
+    known = F.array_contains(F.array(*[F.lit(t) for t in ignored_types] or [F.lit("")]),
+                             crime_type)
+    return (
+        F.when(corrupt_record(raw).isNotNull(), "malformed row")
+        .when(_blank(columns.type), "missing crime type")
+        .when(F.col("__cat").isNull() & ~known, "unknown crime type")
+        .when(F.col("__cat").isNull(), None)
+        .when(at.non_numeric, "non-numeric coordinates")
+        .when(~at.found, "missing or zero coordinates")
+        .when(~area.contains_cols(F.col("__x"), F.col("__y")), "outside study area")
     )
-    ignored = classified.where(ok & F.col("__cat").isNull()).select(F.col("__type").alias("type"))
-    rejects = classified.where(~ok).select(
-        F.lit("crimes").alias("source"), F.col("reject_reason").alias("reason"),
-        F.col("__record").alias("record"))
-    return CrimeInput(crimes=crimes, ignored=ignored, rejects=rejects, classified=classified)
 
 
 @dataclass
@@ -361,7 +428,3 @@ def read_competitors(
     out = _points_from_lonlat(frame, name_col, lon_col, lat_col, "competitors", area, "competitor")
     out.out_of_scope = out_of_scope
     return out
-
-
-def rejects_frame(spark: SparkSession, frame: pd.DataFrame) -> DataFrame:
-    return spark.createDataFrame([tuple(r) for r in frame.itertuples(index=False)], REJECTS_SCHEMA)

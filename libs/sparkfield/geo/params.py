@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+from typing import Any
+
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
 SCHEMA = JobSchema("coffee_shops", [
@@ -56,3 +60,35 @@ SCHEMA = JobSchema("coffee_shops", [
     Param("study_area.xmax", "float", 502000.0, "study area, east edge"),
     Param("study_area.ymax", "float", 5466000.0, "study area, north edge"),
 ], output="out/coffee_shops")
+
+CoffeeShopsParams = SCHEMA.params_type()
+"""The typed job section :meth:`JobSchema.parse` builds (``p.search.grid_step_m``)."""
+
+
+def parse(job: dict[str, Any] | None) -> CoffeeShopsParams:
+    """The job section parsed by :data:`SCHEMA`, then checked for what no single key says:
+    ``exclude_m`` gives a radius to every category and no other, and the refinement steps
+    shrink from ``grid_step_m`` on. :class:`ConfigError` names every problem."""
+    p = SCHEMA.parse(job)
+    problems = [*_exclusion_problems(p), *_refine_problems(p)]
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return p
+
+
+def _exclusion_problems(p: CoffeeShopsParams) -> list[str]:
+    radii, categories = set(p.search.exclude_m), set(p.categories)
+    problems = []
+    if radii - categories:
+        problems.append(f"exclude_m names unknown categories: {sorted(radii - categories)}")
+    if categories - radii:
+        problems.append(f"exclude_m has no radius for: {sorted(categories - radii)}")
+    return problems
+
+
+def _refine_problems(p: CoffeeShopsParams) -> list[str]:
+    steps = [p.search.grid_step_m, *p.search.refine]  # each > 0 by the schema
+    if any(finer >= coarser for coarser, finer in pairwise(steps)):
+        return ["refine steps must decrease: each smaller than the one before, the first "
+                "smaller than grid_step_m"]
+    return []

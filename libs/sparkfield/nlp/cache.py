@@ -76,8 +76,8 @@ class EmbeddingStore:
         return f"{self.folder}/{name}"
 
 
-def lookup(good: DataFrame, store: EmbeddingStore) -> DataFrame:
-    """``good`` (id, text) with text_hash, and embedding/truncated where the store has them
-    (null otherwise)."""
+def lookup(good: DataFrame, stored: DataFrame) -> DataFrame:
+    """``good`` (id, text) with text_hash, and embedding/truncated where ``stored`` (the rows
+    of :meth:`EmbeddingStore.read`) has them (null otherwise)."""
     keyed = good.withColumn("text_hash", text_hash())
-    return keyed.join(store.read(), "text_hash", "left")
+    return keyed.join(stored, "text_hash", "left")

@@ -43,6 +43,7 @@ class EngineSpec:
     threads: int | None = None
     quantize: str = "none"
     onnx_dir: str | None = None
+    onnx_file: str | None = None  # the driver's export, made before the folders were shipped
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -71,7 +72,25 @@ class EngineSpec:
 
         device = choose_device(self.device, gpus, _cuda_visible(gpus))
         return OnnxEncoder(folder, device, self.max_tokens, self.threads,
-                           self.quantize, self.onnx_dir)
+                           self.quantize, self.onnx_dir, self._onnx_file_here(folder))
+
+    def shipped_folders(self) -> list[str]:
+        """The driver folders the executors need: the model, and the folder of an ONNX
+        export kept outside it (``onnx_dir``)."""
+        folders = [self.folder]
+        if self.onnx_file is not None and not Path(self.onnx_file).is_relative_to(self.folder):
+            folders.append(str(Path(self.onnx_file).parent))
+        return folders
+
+    def _onnx_file_here(self, folder: Path) -> Path | None:
+        """The driver's ONNX export as this worker sees it: inside its copy of the model
+        folder, or in the shipped export folder; None: the encoder exports when missing."""
+        if self.onnx_file is None:
+            return None
+        file = Path(self.onnx_file)
+        if file.is_relative_to(self.folder):
+            return folder / file.relative_to(self.folder)
+        return shipped_dir(file.parent) / file.name
 
 
 def _cuda_visible(gpus: list[str]) -> bool:

@@ -214,11 +214,13 @@ class OnnxEncoder(BaseEncoder):
     threads: int | None = None
     quantize: str = "none"
     onnx_dir: str | None = None
+    path: Path | None = None  # an export made beforehand (the driver's); None: ensure_onnx
 
     def __post_init__(self) -> None:
         ort = require_onnxruntime()
         self._load_tokenizer()
-        self.path = ensure_onnx(self.folder, self.onnx_dir, self.quantize)
+        if self.path is None:
+            self.path = ensure_onnx(self.folder, self.onnx_dir, self.quantize)
         opts = ort.SessionOptions()
         if self.threads:
             opts.intra_op_num_threads = self.threads

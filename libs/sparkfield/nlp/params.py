@@ -15,8 +15,7 @@ def preflight(job: dict[str, Any], cfg: Any) -> None:
     GPU asked for on a local run without one, the Spark NLP Python package."""
     from sparkfield.nlp.model import check_model_dir
 
-    if not job["input"]:
-        raise ConfigError("embed needs --input (Parquet or CSV)")
+    check_combination(job["input"], job["engine"], job["quantize"], job["cache_dir"])
     check_model_dir(job["model"])
     master = (cfg.spark.master or "local") if cfg is not None else "local"
     if job["device"].startswith("cuda") and master.startswith("local"):
@@ -30,8 +29,6 @@ def preflight(job: dict[str, Any], cfg: Any) -> None:
         if index and int(index) >= torch.cuda.device_count():
             raise ConfigError(f"--device {job['device']}: only {torch.cuda.device_count()} "
                               "CUDA device(s) visible")
-    if job["quantize"] != "none" and job["engine"] != "onnx":
-        raise ConfigError("--quantize int8 needs --engine onnx")
     if job["engine"] == "onnx" and importlib.util.find_spec("onnxruntime") is None:
         raise ConfigError("--engine onnx needs onnxruntime: pip install 'sparkfield[nlp]' "
                           "(onnxruntime-gpu on GPU executors)")
@@ -41,6 +38,18 @@ def preflight(job: dict[str, Any], cfg: Any) -> None:
         raise ConfigError(f"--engine sparknlp needs pip install spark-nlp=={SPARK_NLP_VERSION} "
                           f"and the jar: ./submit.sh embed --packages {coordinate()} (or "
                           "--jars spark-nlp.jar) ...")
+
+
+def check_combination(input: str | None, engine: str, quantize: str,
+                      cache_dir: str | None) -> None:
+    """What the schema cannot check one key at a time; run checks it too, as a library call
+    has no preflight."""
+    if not input:
+        raise ConfigError("embed needs --input (Parquet or CSV)")
+    if quantize != "none" and engine != "onnx":
+        raise ConfigError("--quantize int8 needs --engine onnx")
+    if cache_dir and engine == "sparknlp":
+        raise ConfigError("cache_dir works with the torch and onnx engines")
 
 
 SCHEMA = JobSchema("embed", [
@@ -87,3 +96,9 @@ SCHEMA = JobSchema("embed", [
     Param("attention.enabled", "bool", True, "attention maps of a few sentences"),
     Param("attention.sentences", "int", 3, "sentences drawn", ge=1),
 ], output="out/embed", preflight=preflight)
+
+# the job section as :meth:`JobSchema.parse` returns it: frozen dataclasses made from SCHEMA
+EmbedParams = SCHEMA.params_type()
+EmbedNeighborsParams = SCHEMA.params_type("neighbors")
+EmbedTopicsParams = SCHEMA.params_type("topics")
+EmbedAttentionParams = SCHEMA.params_type("attention")
