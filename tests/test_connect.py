@@ -17,6 +17,7 @@ from tests.connect_server import connect_server
 
 # the tests of the public building blocks, run as they are over Connect
 CONNECT_SUITE = [
+    "tests/core/test_session_figures.py",
     "tests/process/test_discover.py",
 ]
 

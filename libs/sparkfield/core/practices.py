@@ -15,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.connect import default_parallelism
 from sparkfield.core.report import Stats
 
 
@@ -219,8 +220,7 @@ BALANCE_MAX_ROWS = 500_000
 
 def task_partitions(spark: SparkSession, total: float, max_weight: float | None = None) -> int:
     """One partition per task slot, more when one would hold over ``max_weight`` of ``total``."""
-    return max(spark.sparkContext.defaultParallelism,
-               math.ceil(total / max_weight) if max_weight else 1)
+    return max(default_parallelism(spark), math.ceil(total / max_weight) if max_weight else 1)
 
 
 def place(df: DataFrame, key: str, loads: Mapping[Any, float], partitions: int
