@@ -6,8 +6,11 @@ STAMP  := $(VENV)/.installed
 # Airflow lives in its own environment (its pins are not the jobs'); the DAG test uses it
 AIRFLOW_VENV  ?= .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+# the newest Python the library supports, in a venv of its own, for the fast subset
+PY313_VENV  ?= .venv-py313
+PY313_STAMP := $(PY313_VENV)/.installed
 
-.PHONY: run test lint bench clean venv system-deps pack-env package param-tables
+.PHONY: run test test-py313 lint bench clean venv system-deps pack-env package param-tables
 
 venv: $(STAMP)
 
@@ -24,6 +27,12 @@ $(AIRFLOW_STAMP): deploy/airflow/requirements.txt
 	$(AIRFLOW_VENV)/bin/python -m pip install -q -r deploy/airflow/requirements.txt
 	touch $(AIRFLOW_STAMP)
 
+$(PY313_STAMP): pyproject.toml
+	test -x $(PY313_VENV)/bin/python || "$$(./scripts/find_python.sh 3.13)" -m venv $(PY313_VENV)
+	$(PY313_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PY313_VENV)/bin/python -m pip install -q -e '.[geo,process,text,connect,test]'
+	touch $(PY313_STAMP)
+
 run: $(STAMP)
 	./submit.sh coffee_shops --profile local --output out/coffee_shops
 
@@ -33,6 +42,15 @@ system-deps:
 test: $(STAMP) $(AIRFLOW_STAMP) system-deps
 	$(PY) -m ruff check libs jobs tests benchmarks deploy
 	$(PY) -m pytest tests --durations=20
+	$(MAKE) test-py313
+
+# the fast subset on Python 3.13 (without the nlp extra: torch's pinned CPU build is 3.11's)
+PY313_TESTS ?= tests/core tests/geo/test_lattice.py tests/geo/test_crs.py \
+	tests/geo/test_inputs.py tests/process/test_discover.py tests/process/test_xes_split.py \
+	tests/text/test_normalise.py
+test-py313: $(PY313_STAMP)
+	$(PY313_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not slow and not cluster" \
+	  -k "not embed_environment" $(PY313_TESTS)
 
 # the library zip that spark-submit ships with --py-files (submit.sh rebuilds it every submit)
 package:
