@@ -24,8 +24,9 @@ from sparkfield.core.conf import load_config
 from sparkfield.core.report import Stats
 from sparkfield.text import run
 from sparkfield.text.charset import decode_html
-from sparkfield.text.fetch import FetchSettings, fetch_partition
+from sparkfield.text.fetch import fetch_partition
 from sparkfield.text.job import pages_from_html_dir
+from sparkfield.text.params import fetch_settings
 from sparkfield.text.request import REASONS
 from tests.conftest import ROOT, job_module
 from tests.text.http_site import QuietHandler
@@ -87,7 +88,7 @@ def base() -> Iterator[str]:
 
 
 def _fetch(urls: list[str]) -> dict:
-    return {o.url: o for o in fetch_partition(urls, FetchSettings.from_dict(FETCH))}
+    return {o.url: o for o in fetch_partition(urls, fetch_settings(FETCH))}
 
 
 # ---- fetching, without Spark ------------------------------------------------------------

@@ -322,3 +322,31 @@ def test_saved_pages_are_laid_out_for_parsing_by_their_sizes(spark, tmp_path, wi
     loads = [sum(sizes[r["name"]] for r in part) for part in parts]
     assert abs(loads[0] - loads[1]) <= max(sizes.values())  # LPT: within the largest page
     assert min(loads) > 0
+
+
+def test_the_result_is_the_same_with_and_without_an_output(spark, repo_root, tmp_path,
+                                                           wiki_pages):
+    src = tmp_path / "saved"
+    src.mkdir()
+    for name in PAGES[:3]:
+        (src / name).write_bytes((wiki_pages / name).read_bytes())
+    (src / "empty.html").write_bytes(b"")  # a reject
+
+    def cfg(out: Path | None):
+        return load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+            "source": {"html_dir": str(src)}, "output": str(out) if out else None,
+            "extract": "selector"}})
+
+    alone = run(spark, cfg(None))
+    written = run(spark, cfg(tmp_path / "out"))
+    assert (alone.output, written.output) == (None, str(tmp_path / "out"))
+    for name in ("pages", "sentences", "documents"):
+        a, b = getattr(alone, name), getattr(written, name)
+        assert a.columns == b.columns, name
+        # saved pages are stamped when they are read
+        rows = [sorted(df.drop("fetched_at").toJSON().collect()) for df in (a, b)]
+        assert rows[0] == rows[1] and rows[0], name
+    pd.testing.assert_frame_equal(alone.vocabulary, written.vocabulary)
+    for part in ("inputs", "outputs", "rejects", "counts"):
+        assert getattr(alone.report, part) == getattr(written.report, part), part
+    assert written.report.rejects == {"pages": {"empty": 1}}

@@ -8,7 +8,8 @@ from pyspark.sql import functions as F
 
 from sparkfield.text.crawl_state import CrawlState
 from sparkfield.text.fetch import PAGES_SCHEMA
-from sparkfield.text.job import BagOfWordsParams, compute
+from sparkfield.text.job import compute
+from sparkfield.text.params import SCHEMA
 
 
 def _page(url: str, html: str | None, status: int, error: str | None) -> tuple:
@@ -27,7 +28,7 @@ def test_compute_counts_pages_sentences_and_words_without_a_report(spark):
     state = CrawlState(fingerprint={})
     pages = state.annotate(spark.createDataFrame(rows, PAGES_SCHEMA).withColumn(
         "doc_id", F.col("url")))
-    p = BagOfWordsParams(output=None, urls="inline", extract="selector", selector="p")
+    p = SCHEMA.parse({"output": None, "extract": "selector", "selector": "p"})
 
     with ExitStack() as stack:
         c = compute(spark, p, pages, state, stack)

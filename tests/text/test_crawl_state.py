@@ -18,7 +18,8 @@ from sparkfield.core.conf import load_config
 from sparkfield.core.practices import cached_storage_bytes
 from sparkfield.text import run
 from sparkfield.text.crawl_state import update_word_stats, word_stats
-from sparkfield.text.fetch import FetchSettings, fetch_partition
+from sparkfield.text.fetch import fetch_partition
+from sparkfield.text.params import fetch_settings
 from sparkfield.text.revalidate import conditional_headers, crawl_delay
 from sparkfield.text.vectorise import top_vocabulary, vocabulary
 from tests.conftest import WIKI_PAGES
@@ -148,7 +149,7 @@ def test_crawl_delay_spaces_requests_to_that_host_only(site):
     for i in range(4):
         site.put(f"/p{i}", b"<html><p>page</p></html>", None)
     urls = [f"http://{h}:{site.port}/p{i}" for h in (slow, fast) for i in range(4)]
-    settings = FetchSettings.from_dict({**FETCH, "delay_s": 0.05})
+    settings = fetch_settings({**FETCH, "delay_s": 0.05})
     out = fetch_partition(urls, settings)
     assert all(o.error is None and o.status == 200 for o in out), out
     times = {h: [t for host, _, _, t in site.log if host == h] for h in (slow, fast)}
@@ -160,7 +161,7 @@ def test_crawl_delay_spaces_requests_to_that_host_only(site):
     # a Crawl-delay beyond the limit gives the host's URLs up without asking for them
     site.log.clear()
     site.robots[slow] = "User-agent: *\nCrawl-delay: 3600\n"
-    out = fetch_partition([f"http://{slow}:{site.port}/p0"], FetchSettings.from_dict(
+    out = fetch_partition([f"http://{slow}:{site.port}/p0"], fetch_settings(
         {**FETCH, "max_crawl_delay_s": 10}))
     assert out[0].error is not None and out[0].status is None
     reason = f"{out[0].error} {getattr(out[0], 'error_detail', '')}"

@@ -15,7 +15,8 @@ from pyspark.sql import types as T
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.text import run
-from sparkfield.text.duplicates import DuplicateSettings, find_duplicates, shingles
+from sparkfield.text.duplicates import find_duplicates, shingles
+from sparkfield.text.params import SCHEMA, duplicate_settings
 from tests.conftest import WIKI_PAGES
 
 K = 5
@@ -44,12 +45,11 @@ def test_shingles():
 
 def test_settings_are_checked(repo_root, tmp_path):
     with pytest.raises(ValueError, match="threshold"):
-        DuplicateSettings.from_dict({"threshold": 0})
+        duplicate_settings({"threshold": 0})
     cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
         "source": {"html_dir": str(tmp_path)}, "duplicates": {"threshold": 1.5}}})
-    from sparkfield.text.job import BagOfWordsParams
     with pytest.raises(ConfigError, match="threshold"):
-        BagOfWordsParams.from_config(cfg)
+        SCHEMA.parse(cfg.job)
 
 
 DOCS = T.StructType([T.StructField("url", T.StringType(), False),
@@ -61,8 +61,8 @@ def test_find_duplicates_inline(spark):
     rows = [("a", base), ("b", base.replace("w20", "x20")), ("c", base + " extra words"),
             ("d", "something else entirely with many other words here and there"),
             ("e", None), ("f", "")]
-    got = find_duplicates(spark.createDataFrame(rows, DOCS), DuplicateSettings(threshold=0.8)) \
-        .orderBy("page").toPandas()
+    settings = duplicate_settings({"threshold": 0.8})
+    got = find_duplicates(spark.createDataFrame(rows, DOCS), settings).orderBy("page").toPandas()
     assert got["page"].tolist() == ["b", "c"] and got["duplicate_of"].tolist() == ["a", "a"]
     for page, sim in zip(got["page"], got["similarity"], strict=True):
         text = dict((u, t) for u, t in rows)[page]

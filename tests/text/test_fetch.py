@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sparkfield.text.charset import decode_html
-from sparkfield.text.fetch import FetchSettings, fetch_partition
+from sparkfield.text.fetch import fetch_partition
+from sparkfield.text.params import fetch_settings
 from sparkfield.text.request import REASONS
 
 CAFE = "<html><head>{decl}<title>Café</title></head><body><p>Crème brûlée à Noël – “quoted”</p>"
@@ -104,8 +105,8 @@ def test_a_trickling_server_ends_as_a_failed_url_at_the_deadline():
     try:
         a = f"http://127.0.0.1:{pages.server_address[1]}"
         b = f"http://127.0.0.1:{robots.server_address[1]}"
-        settings = FetchSettings(delay_s=0.0, connect_timeout_s=1, read_timeout_s=1,
-                                 total_timeout_s=1.0, max_retries=2, backoff_s=0.1)
+        settings = fetch_settings({"delay_s": 0.0, "connect_timeout_s": 1, "read_timeout_s": 1,
+                                   "total_timeout_s": 1.0, "max_retries": 2, "backoff_s": 0.1})
         t0 = time.monotonic()
         out = {o.url: o for o in fetch_partition(
             [f"{a}/trickle", f"{a}/trickle-no-length", f"{b}/page", f"{b}/other"], settings)}
@@ -125,8 +126,8 @@ def test_failures_are_grouped_by_reason():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
-    settings = FetchSettings(delay_s=0.0, connect_timeout_s=1, read_timeout_s=1, max_retries=0,
-                             respect_robots=False)
+    settings = fetch_settings({"delay_s": 0.0, "connect_timeout_s": 1, "read_timeout_s": 1,
+                               "max_retries": 0, "respect_robots": False})
     out = {o.url: o for o in fetch_partition(
         [f"http://127.0.0.1:{closed}/", "http://no-such-host.invalid/", "ftp://example.org/f"],
         settings)}

@@ -12,7 +12,6 @@ the earlier URL). The earliest page of each group of similar pages is never a du
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.ml.feature import HashingTF, MinHashLSH
@@ -22,25 +21,10 @@ from pyspark.sql import types as T
 
 from sparkfield.core.workers import in_worker
 from sparkfield.text.normalise import TOKEN
+from sparkfield.text.params import DuplicateSettings
 
-
-@dataclass(frozen=True)
-class DuplicateSettings:
-    threshold: float = 0.8  # Jaccard similarity of the shingle sets at or above which: duplicate
-    shingle_words: int = 5
-    hash_tables: int = 8
-    num_features: int = 1 << 30
-    seed: int = 42
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> DuplicateSettings:
-        d = d or {}
-        s = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-        if not 0.0 < float(s.threshold) <= 1.0:
-            raise ValueError(f"duplicates.threshold must be in (0, 1], got {s.threshold}")
-        if int(s.shingle_words) < 1 or int(s.hash_tables) < 1:
-            raise ValueError("duplicates.shingle_words and duplicates.hash_tables must be >= 1")
-        return s
+NUM_FEATURES = 1 << 30  # HashingTF's feature space: collisions of shingles are negligible
+SEED = 42  # of MinHashLSH: the same pairs every run
 
 
 def shingles(text: str | None, k: int) -> list[str]:
@@ -74,16 +58,16 @@ def with_shingles(docs: DataFrame, k: int, text_col: str = "text", keep: tuple =
 def similar_pairs(docs: DataFrame, s: DuplicateSettings, text_col: str = "text") -> DataFrame:
     """(a, b, similarity) for every pair of documents (a < b by URL) at or above the
     threshold."""
-    sh = with_shingles(docs, int(s.shingle_words), text_col).where(F.size("shingles") > 0)
+    sh = with_shingles(docs, s.shingle_words, text_col).where(F.size("shingles") > 0)
     feats = HashingTF(inputCol="shingles", outputCol="features", binary=True,
-                      numFeatures=int(s.num_features)).transform(sh).select("url", "features")
-    model = MinHashLSH(inputCol="features", outputCol="hashes",
-                       numHashTables=int(s.hash_tables), seed=int(s.seed)).fit(feats)
-    max_dist = 1.0 - float(s.threshold) + 1e-9  # the join keeps distance < max_dist
+                      numFeatures=NUM_FEATURES).transform(sh).select("url", "features")
+    model = MinHashLSH(inputCol="features", outputCol="hashes", numHashTables=s.hash_tables,
+                       seed=SEED).fit(feats)
+    max_dist = 1.0 - s.threshold + 1e-9  # the join keeps distance < max_dist
     pairs = model.approxSimilarityJoin(feats, feats, max_dist, distCol="dist")
     return pairs.select(F.col("datasetA.url").alias("a"), F.col("datasetB.url").alias("b"),
                         (F.lit(1.0) - F.col("dist")).alias("similarity")) \
-        .where((F.col("a") < F.col("b")) & (F.col("similarity") >= float(s.threshold)))
+        .where((F.col("a") < F.col("b")) & (F.col("similarity") >= s.threshold))
 
 
 def find_duplicates(docs: DataFrame, s: DuplicateSettings, text_col: str = "text"

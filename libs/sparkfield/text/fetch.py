@@ -11,10 +11,11 @@ from __future__ import annotations
 import heapq
 import time
 import urllib.robotparser
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import pandas as pd
@@ -23,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.text.charset import decode_html, decode_page
+from sparkfield.text.params import FetchSettings
 from sparkfield.text.request import (
     Deadline,
     TooLarge,
@@ -60,29 +62,6 @@ def conform_pages(df: DataFrame) -> DataFrame:
     have = set(df.columns)
     return df.select(*[F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType)
                        .alias(f.name) for f in PAGES_SCHEMA])
-
-
-@dataclass(frozen=True)
-class FetchSettings:
-    user_agent: str = "sparkfield-bot/0.1 (+https://example.invalid/bot)"
-    delay_s: float = 1.0  # between two requests to the same host
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 20.0  # between two reads
-    total_timeout_s: float = 30.0  # a whole request (robots.txt too): connect, redirects, body
-    max_retries: int = 3  # on connection errors, 429 and 5xx
-    backoff_s: float = 1.0  # first retry wait, doubled each time
-    max_backoff_s: float = 60.0
-    max_retry_after_s: float = 120.0  # a longer Retry-After gives up instead of waiting
-    max_redirects: int = 5
-    max_bytes: int = 5_000_000
-    respect_robots: bool = True
-    robots_max_bytes: int = 500_000  # a longer robots.txt is read up to this size
-    max_crawl_delay_s: float = 60.0  # a longer robots.txt Crawl-delay gives the host's URLs up
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> FetchSettings:
-        d = d or {}
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
 def host_of(url: str) -> str:
@@ -235,42 +214,51 @@ def fetch_partition(urls: list[str], settings: FetchSettings,
                     validators: dict[str, dict[str, str]] | None = None) -> list[Outcome]:
     """Fetch ``urls`` (one partition) with one session, hosts taking turns; ``validators`` maps
     a URL to its conditional request headers. A host's robots.txt Crawl-delay, when longer than
-    the conf delay, spaces its requests."""
+    the conf delay, spaces its requests. The URLs that cannot be requested come first."""
+    refused, queues = _by_host(urls)
     session = new_session(settings.user_agent, settings.max_redirects)
-    robots = _Robots(session, settings)
-    results: list[Outcome] = []
-    queues: dict[str, list[str]] = {}
-    for u in urls:
-        refused = unfetchable(u)
-        if refused:
-            results.append(Outcome(url=str(u), error=refused[0], error_detail=refused[1],
-                                   fetched_at=_now()))
-            continue
-        queues.setdefault(host_of(u), []).append(u)
-    # (time the host may be asked again, host); each host's URLs in their given order
-    ready = [(0.0, h) for h in queues]
-    heapq.heapify(ready)
-    pending = {h: [(u, 0) for u in reversed(q)] for h, q in queues.items()}
     try:
-        while ready:
-            at, host = heapq.heappop(ready)
-            now = time.monotonic()
-            if at > now:
-                time.sleep(at - now)
-            url, tries = pending[host].pop()
-            try:
-                next_at = _step(session, robots, settings, validators, pending[host], results,
-                                url, tries)
-            except Exception as exc:  # one URL's surprise is that URL's outcome
-                reason, detail, _ = classify(exc)
-                results.append(Outcome(url=url, error=reason, error_detail=detail,
-                                       attempts=tries, fetched_at=_now()))
-                next_at = time.monotonic()
-            if pending[host]:
-                heapq.heappush(ready, (next_at, host))
+        fetch = _PartitionFetch(session, _Robots(session, settings), settings, validators or {})
+        _take_turns(queues, fetch.turn)
+        return refused + fetch.results
     finally:
         session.close()
-    return results
+
+
+def _by_host(urls: list[str]) -> tuple[list[Outcome], dict[str, list[str]]]:
+    """The outcomes of the URLs that cannot be requested at all, and the others by host (in
+    their given order)."""
+    refused: list[Outcome] = []
+    queues: dict[str, list[str]] = {}
+    for u in urls:
+        why = unfetchable(u)
+        if why:
+            refused.append(Outcome(url=str(u), error=why[0], error_detail=why[1],
+                                   fetched_at=_now()))
+        else:
+            queues.setdefault(host_of(u), []).append(u)
+    return refused, queues
+
+
+# one turn of a host: (the host's waiting (url, tries), url, tries) -> when it may be asked next
+Turn = Callable[[list[tuple[str, int]], str, int], float]
+
+
+def _take_turns(queues: dict[str, list[str]], turn: Turn) -> None:
+    """Hosts take turns, each host's URLs in their given order: while one host waits out its
+    delay another is asked. A turn may put its URL back to wait (a retry)."""
+    ready = [(0.0, h) for h in queues]  # (time the host may be asked again, host)
+    heapq.heapify(ready)
+    pending = {h: [(u, 0) for u in reversed(q)] for h, q in queues.items()}
+    while ready:
+        at, host = heapq.heappop(ready)
+        now = time.monotonic()
+        if at > now:
+            time.sleep(at - now)
+        url, tries = pending[host].pop()
+        next_at = turn(pending[host], url, tries)
+        if pending[host]:
+            heapq.heappush(ready, (next_at, host))
 
 
 def unfetchable(url: object) -> tuple[str, str] | None:
@@ -288,42 +276,73 @@ def unfetchable(url: object) -> tuple[str, str] | None:
     return None
 
 
-def _step(session, robots: _Robots, settings: FetchSettings,
-          validators: dict[str, dict[str, str]] | None, queue: list[tuple[str, int]],
-          results: list[Outcome], url: str, tries: int) -> float:
-    """One turn of a host: ``url`` answered from robots.txt, put back to wait, or fetched
-    (again on ``queue`` when it is to be retried). Returns when the host may be asked next."""
-    first = host_of(url) not in robots.cache  # robots.txt is asked for now: a request too
-    if tries == 0 and not robots.allowed(url):
-        results.append(Outcome(url=url, error="robots", attempts=0,
-                               error_detail="disallowed by robots.txt", fetched_at=_now()))
-        return time.monotonic()
-    if tries == 0 and robots.failure(url):
-        reason, detail = robots.failure(url)
-        results.append(Outcome(url=url, error=reason, error_detail=detail, attempts=0,
-                               fetched_at=_now()))
-        return time.monotonic()
-    if (robots.delay(url) or 0.0) > settings.max_crawl_delay_s:
-        results.append(Outcome(
-            url=url, attempts=0, fetched_at=_now(), error="robots",
-            error_detail=f"robots.txt Crawl-delay {robots.delay(url):g}s exceeds the "
-                         f"limit ({settings.max_crawl_delay_s:g}s)"))
-        return time.monotonic()
-    if first and robots.delay(url):
-        queue.append((url, tries))  # the page waits its turn after robots.txt
-        return time.monotonic() + robots.delay(url)
-    out, wait = fetch_one(session, url, settings, (validators or {}).get(url))
-    out.attempts = tries + 1
-    next_at = time.monotonic() + max(settings.delay_s, robots.delay(url) or 0.0)
-    if wait >= 0 and tries < settings.max_retries:
-        backoff = min(settings.backoff_s * 2 ** tries, settings.max_backoff_s)
-        queue.append((url, tries + 1))
-        return max(next_at, time.monotonic() + max(wait, backoff))
-    results.append(out)
-    return next_at
+@dataclass
+class _PartitionFetch:
+    """One partition's session, robots.txt answers and outcomes."""
+
+    session: Any
+    robots: _Robots
+    settings: FetchSettings
+    validators: dict[str, dict[str, str]]
+    results: list[Outcome] = field(default_factory=list)
+
+    def turn(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
+        """One turn of a host (see :meth:`_step`)."""
+        try:
+            return self._step(queue, url, tries)
+        except Exception as exc:  # one URL's surprise is that URL's outcome
+            reason, detail, _ = classify(exc)
+            self.results.append(Outcome(url=url, error=reason, error_detail=detail,
+                                        attempts=tries, fetched_at=_now()))
+            return time.monotonic()
+
+    def _step(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
+        """``url`` answered from robots.txt, put back to wait, or fetched (again on ``queue``
+        when it is to be retried). Returns when the host may be asked next."""
+        first = host_of(url) not in self.robots.cache  # robots.txt is asked for now: a request
+        refused = self._robots_answer(url, tries)
+        if refused is not None:
+            self.results.append(refused)
+            return time.monotonic()
+        if first and self.robots.delay(url):
+            queue.append((url, tries))  # the page waits its turn after robots.txt
+            return time.monotonic() + self.robots.delay(url)
+        return self._fetch(queue, url, tries)
+
+    def _robots_answer(self, url: str, tries: int) -> Outcome | None:
+        """The outcome of a URL that robots.txt turns down (disallowed, a robots.txt that
+        trickled, a Crawl-delay past the limit), None when it may be fetched."""
+        if tries == 0 and not self.robots.allowed(url):
+            return Outcome(url=url, error="robots", attempts=0,
+                           error_detail="disallowed by robots.txt", fetched_at=_now())
+        if tries == 0 and self.robots.failure(url):
+            reason, detail = self.robots.failure(url)
+            return Outcome(url=url, error=reason, error_detail=detail, attempts=0,
+                           fetched_at=_now())
+        delay, limit = self.robots.delay(url) or 0.0, self.settings.max_crawl_delay_s
+        if delay > limit:
+            return Outcome(url=url, attempts=0, fetched_at=_now(), error="robots",
+                           error_detail=f"robots.txt Crawl-delay {delay:g}s exceeds the "
+                                        f"limit ({limit:g}s)")
+        return None
+
+    def _fetch(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
+        """One attempt at ``url``: its outcome kept, or the URL back on ``queue`` for a retry
+        after its backoff (or the server's Retry-After)."""
+        s = self.settings
+        out, wait = fetch_one(self.session, url, s, self.validators.get(url))
+        out.attempts = tries + 1
+        next_at = time.monotonic() + max(s.delay_s, self.robots.delay(url) or 0.0)
+        if wait >= 0 and tries < s.max_retries:
+            backoff = min(s.backoff_s * 2 ** tries, s.max_backoff_s)
+            queue.append((url, tries + 1))
+            return max(next_at, time.monotonic() + max(wait, backoff))
+        self.results.append(out)
+        return next_at
 
 
-def fetch_batches(settings: FetchSettings):
+def fetch_batches(settings: FetchSettings
+                  ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """A ``mapInPandas`` function: column ``url`` (and optionally a stored page's ``etag`` and
     ``last_modified``, sent as conditional headers) in, one PAGES_SCHEMA row per URL out."""
 

@@ -1,4 +1,8 @@
-"""The bag_of_words job: sources -> pages -> documents -> sentences -> vocabulary -> vectors."""
+"""The bag_of_words job: sources -> pages -> documents -> sentences -> vocabulary -> vectors.
+
+:func:`run` loads (the earlier output's state, the pages read or fetched: fetching is the
+input's I/O), calls :func:`compute` (pure: frames in, frames and stats out), writes every output
+atomically and then the run report."""
 
 from __future__ import annotations
 
@@ -8,12 +12,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config
-from sparkfield.core.errors import ConfigError, InputError
-from sparkfield.core.io import optional_output, path_exists, require_path
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import (
+    AtomicOutput,
+    optional_output,
+    path_exists,
+    rejects_of,
+    require_path,
+)
 from sparkfield.core.practices import (
     cached,
     cached_rows,
@@ -35,105 +45,36 @@ from sparkfield.text.crawl_state import (
     unreadable,
     warn,
 )
-from sparkfield.text.duplicates import DuplicateSettings, find_duplicates
-from sparkfield.text.fetch import PAGES_SCHEMA, FetchSettings, conform_pages, fetch_batches
-from sparkfield.text.params import SCHEMA
-from sparkfield.text.parse import (
-    DOC_SCHEMA,
-    EXTRACT_MODES,
-    SENT_SCHEMA,
-    parse_documents,
-    sentence_batches,
-)
+from sparkfield.text.duplicates import find_duplicates
+from sparkfield.text.fetch import PAGES_SCHEMA, conform_pages, fetch_batches
+from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
+from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_documents, sentence_batches
 from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
-from sparkfield.text.vectorise import (
-    VECTOR_MODES,
-    term_counts,
-    term_vectors,
-    token_vectors,
-    top_vocabulary,
-)
+from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, top_vocabulary
 
 log = logging.getLogger("sparkfield.text")
-__all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages",
+__all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages", "load",
            "pages_from_html_dir", "parse_partitions", "run"]
-
-
-@dataclass
-class BagOfWordsParams:
-    output: str | None
-    urls: str | None = None
-    html_dir: str | None = None
-    pages: str | None = None
-    vocab_size: int = 200
-    vector: str = "binary"
-    stopwords: str = "none"
-    min_df: int = 1
-    extract: str = "main"  # main (trafilatura) | selector (the text of `selector` elements)
-    selector: str = "p"
-    sample: float | None = None
-    seed: int = 42
-    refresh: bool = False
-    fetch: FetchSettings = field(default_factory=FetchSettings)
-    fetch_partitions: int | None = None
-    keep_duplicates: bool = False
-    duplicates: DuplicateSettings = field(default_factory=DuplicateSettings)
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> BagOfWordsParams:
-        j = SCHEMA.validate(cfg.job)  # unknown keys, types and ranges
-        src = j["source"]
-        p = cls(
-            output=j["output"], urls=src["urls"], html_dir=src["html_dir"],
-            pages=src["pages"], vocab_size=j["vocab_size"],
-            vector=j["vector"], stopwords=j["stopwords"],
-            min_df=j["min_df"], selector=j["selector"],
-            extract=j["extract"],
-            sample=j["sample"], seed=cfg.practices.sample_seed,
-            refresh=j["refresh"], fetch=FetchSettings.from_dict(j["fetch"]),
-            fetch_partitions=j["fetch_partitions"],
-            keep_duplicates=j["keep_duplicates"],
-            duplicates=_duplicate_settings(j["duplicates"]),
-        )
-        given = [k for k in ("urls", "html_dir", "pages") if getattr(p, k)]
-        if len(given) != 1:
-            raise ConfigError("give exactly one source: --urls FILE, --html-dir DIR or "
-                              f"--pages PARQUET (got {given or 'none'})")
-        if p.vector not in VECTOR_MODES:
-            raise ConfigError(f"vector must be one of {VECTOR_MODES}")
-        if p.stopwords not in ("none", "english"):
-            raise ConfigError("stopwords must be none or english")
-        if p.vocab_size < 1 or p.min_df < 1:
-            raise ConfigError("vocab_size and min_df must be >= 1")
-        if p.extract not in EXTRACT_MODES:
-            raise ConfigError(f"extract must be one of {EXTRACT_MODES}, got {p.extract!r}")
-        if p.extract == "selector" and not (p.selector or "").strip():
-            raise ConfigError("extract: selector needs a CSS selector")
-        f = p.fetch
-        if min(f.total_timeout_s, f.connect_timeout_s, f.read_timeout_s) <= 0 \
-                or min(f.max_bytes, f.robots_max_bytes) <= 0:
-            raise ConfigError("fetch timeouts, max_bytes and robots_max_bytes must be > 0")
-        return p
-
-
-def _duplicate_settings(d: dict | None) -> DuplicateSettings:
-    try:
-        return DuplicateSettings.from_dict(d)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from exc
-
 
 # the parameters a stored parse depends on: a change makes the next run parse every page again
 PARSE_PARAMS = ("selector", "extract")
+# what a reject's record holds of a failed page, and of a page without a document
+PAGE_RECORD = ("url", "final_url", "status", "content_type", "attempts", "error_detail")
+DOC_RECORD = ("doc_id", "url")
+# the document columns the term counts keep
+DOC_KEEP = ("doc_id", "url", "title")
 
 
 def _parse_fingerprint(p: BagOfWordsParams) -> dict:
-    fp = {k: getattr(p, k, None) for k in PARSE_PARAMS}
-    return {**fp, "documents": DOC_SCHEMA.names}
+    return {**{k: getattr(p, k) for k in PARSE_PARAMS}, "documents": DOC_SCHEMA.names}
 
 
 @dataclass
 class BagOfWordsResult:
+    """What :func:`run` returns: its Parquet outputs (pages with their doc_id), vocabulary and
+    report. Read from the output when the run wrote one; without an output, the same frames
+    unwritten, which Spark computes again from the source when they are read."""
+
     pages: DataFrame
     sentences: DataFrame
     documents: DataFrame
@@ -143,8 +84,84 @@ class BagOfWordsResult:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def _doc_id(url_col) -> Any:
+def _doc_id(url_col: Column) -> Column:
     return F.substring(F.sha2(url_col, 256), 1, 16)
+
+
+# ---- load -------------------------------------------------------------------------------
+
+@dataclass
+class Loaded:
+    """What :func:`load` read: the pages (with doc_id, content_hash and change), the earlier
+    output's state and what reading counted."""
+
+    pages: DataFrame
+    state: CrawlState
+    stats: Stats
+
+
+def load(spark: SparkSession, p: BagOfWordsParams, d: Derived, stack: ExitStack) -> Loaded:
+    """The earlier output's state and the pages of the source, fetched as they are cached;
+    the cache and the copies of the earlier output are kept until ``stack`` closes."""
+    stats = Stats()
+    state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, stats, stack)
+    with stats.step("pages"):  # the fetch runs as the pages are cached
+        raw = _read_pages(spark, p, d, stats, stack)
+        pages, n_pages = stack.enter_context(cached_rows(
+            state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
+            report=stats))
+    stats.outputs["pages"] = n_pages
+    return Loaded(pages=pages, state=state, stats=stats)
+
+
+def _read_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
+                stack: ExitStack) -> DataFrame:
+    """The pages of the configured source (lazy: a fetch runs when they are first read); what
+    reading them counted goes into ``stats``."""
+    if d.source == "pages":
+        require_path(spark, d.path, "pages")
+        pages = conform_pages(sample(spark.read.parquet(d.path), p.sample, d.seed))
+        stats.inputs["pages"] = pages.count()
+        return pages
+    if d.source == "html_dir":
+        return _saved_pages(spark, p, d, stats)
+    return _fetched_pages(spark, p, d, stats, stack)
+
+
+def _saved_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats
+                 ) -> DataFrame:
+    pages, stats.inputs["html_files"], hidden = pages_from_html_dir(
+        spark, d.path, p.sample, d.seed, stats)
+    if hidden:
+        stats.counts["hidden_files_skipped"] = hidden
+        stats.note(f"{hidden} hidden file(s) under {d.path} (dot files, folders starting "
+                   "with . or _) were not read")
+    return pages
+
+
+def _fetched_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
+                   stack: ExitStack) -> DataFrame:
+    """The pages of the URL list: fetched, or revalidated (conditional requests) where the
+    earlier output holds a good page."""
+    urls = _url_list(spark, p, d, stats)
+    previous = None
+    if p.output and not p.refresh and path_exists(spark, f"{p.output}/pages"):
+        previous = _stored_pages(spark, f"{p.output}/pages", urls, stats, stack)
+    if previous is None:
+        return fetch_pages(spark, urls, p, stats)
+    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats,
+                       stack)
+
+
+def _url_list(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats
+              ) -> DataFrame:
+    """The sampled URL list, each URL once; its lines and repeated URLs go into ``stats``."""
+    urls = sample(read_url_list(spark, d.path), p.sample, d.seed)
+    n_lines = urls.count()
+    urls = urls.dropDuplicates(["url"])
+    stats.inputs["urls"] = n_lines
+    stats.counts["duplicate_urls"] = n_lines - urls.count()
+    return urls
 
 
 def read_url_list(spark: SparkSession, path: str) -> DataFrame:
@@ -180,40 +197,6 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
         in_worker(fetch_batches(p.fetch)), PAGES_SCHEMA)
 
 
-def _collect_pages(spark: SparkSession, p: BagOfWordsParams, stack: ExitStack
-                   ) -> tuple[DataFrame, Stats]:
-    """The pages of the configured source (fetched as they are first read) and what reading
-    them counted; copies of the earlier output are kept until ``stack`` closes."""
-    stats = Stats()
-    if p.pages:
-        require_path(spark, p.pages, "pages")
-        pages = conform_pages(sample(spark.read.parquet(p.pages), p.sample, p.seed))
-        stats.inputs["pages"] = pages.count()
-        return pages, stats
-    if p.html_dir:
-        pages, stats.inputs["html_files"], hidden = pages_from_html_dir(
-            spark, p.html_dir, p.sample, p.seed, stats)
-        if hidden:
-            stats.counts["hidden_files_skipped"] = hidden
-            stats.note(f"{hidden} hidden file(s) under {p.html_dir} (dot files, folders "
-                       "starting with . or _) were not read")
-        return pages, stats
-    urls = sample(read_url_list(spark, p.urls), p.sample, p.seed)
-    n_lines = urls.count()
-    urls = urls.dropDuplicates(["url"])
-    n_unique = urls.count()
-    stats.inputs["urls"] = n_lines
-    stats.counts["duplicate_urls"] = n_lines - n_unique
-    previous = None
-    if p.output and not p.refresh and path_exists(spark, f"{p.output}/pages"):
-        previous = _stored_pages(spark, f"{p.output}/pages", urls, stats, stack)
-    if previous is None:
-        return fetch_pages(spark, urls, p, stats), stats
-    # stored pages are revalidated (conditional requests), the others fetched
-    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats,
-                       stack), stats
-
-
 def _stored_pages(spark: SparkSession, path: str, urls: DataFrame, stats: Stats,
                   stack: ExitStack) -> DataFrame | None:
     """The good pages of the earlier output for ``urls`` (kept until ``stack`` closes: this
@@ -228,6 +211,8 @@ def _stored_pages(spark: SparkSession, path: str, urls: DataFrame, stats: Stats,
              "URL is fetched again")
         return None
 
+
+# ---- compute ----------------------------------------------------------------------------
 
 @dataclass
 class BagOfWordsComputed:
@@ -246,103 +231,91 @@ class BagOfWordsComputed:
     stats: Stats
 
 
-def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
-    p = BagOfWordsParams.from_config(cfg)
-    report = RunReport("bag_of_words", params=asdict(p))
-    with optional_output(spark, p.output) as out, ExitStack() as stack:
-        state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, report,
-                                stack)
-        with report.step("pages"):  # the fetch runs as the pages are cached
-            raw, read = _collect_pages(spark, p, stack)
-            report.merge(read)
-            pages, n_pages = stack.enter_context(cached_rows(
-                state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
-                report=report))
-        report.outputs["pages"] = n_pages
-        c = compute(spark, p, pages, state, stack)
-        report.merge(c.stats)
-        if out is not None:
-            with report.step("write"):
-                out.write_parquet("pages", pages.drop("doc_id"))
-                out.write_parquet("sentences", c.sentence_vectors)
-                out.write_parquet("documents", c.document_vectors)
-                out.write_csv("vocabulary.csv", c.vocabulary)
-                with report.optional("top_words.png"):
-                    out.write_bytes("top_words.png", _top_words_png(c.vocabulary))
-                out.write_parquet("rejects", c.rejects, partitions=1)
-                out.write_csv("duplicates.csv", c.duplicates)
-                state.write(out, c.documents, c.terms, c.counted, c.word_stats)
-        publish(spark, out, report, cfg.practices.skew_ratio_threshold,
-                cfg.job.get("max_reject_fraction"))
-    log.info(report.summary())
-    sentences, documents = c.sentence_vectors, c.document_vectors
-    if p.output:  # what was written: the run's caches and copies of the earlier output are gone
-        pages, sentences, documents = (spark.read.parquet(f"{p.output}/{name}")
-                                       for name in ("pages", "sentences", "documents"))
-        pages = pages.withColumn("doc_id", _doc_id(F.col("url")))
-    return BagOfWordsResult(pages=pages, sentences=sentences, documents=documents,
-                            vocabulary=c.vocabulary, report=report, output=p.output)
-
-
 def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: CrawlState,
             stack: ExitStack) -> BagOfWordsComputed:
     """Pages in (with doc_id, content_hash and change, see ``CrawlState.annotate``); their
-    documents, sentences, vocabulary, vectors, rejects and what was counted out. Writes
-    nothing; raises InputError when no word passes ``min_df``."""
+    documents, sentences, vocabulary, vectors, rejects and what was counted out. Reads no
+    file and writes nothing; raises InputError when no word passes ``min_df``."""
     stats = Stats()
     state.count_changes(pages, stats)
     stats.counts["pages_failed"] = pages.where(F.col("error").isNotNull()).count()
     ok = pages.where(F.col("error").isNull() & F.col("html").isNotNull())
     _count_suspect(ok, stats)
-    with stats.step("parse"):
-        docs_all = state.parsed(
-            ok, lambda todo: parse_documents(todo, p.extract, p.selector), stats)
-    docs = stack.enter_context(cached(docs_all, "documents", report=stats))
+    docs, sentences = _documents(p, ok, state, stats, stack)
+    rejects = _rejects(pages, docs)
+    stats.add_rejects("pages", {r["reason"]: r["count"] for r in
+                                rejects.groupBy("reason").count().collect()})
     good = docs.where(F.col("error").isNull())
-    with stats.step("sentences"):
-        sents = state.sentences_of(good, lambda g: g.select(
-            "doc_id", "url", "text").mapInPandas(in_worker(sentence_batches), SENT_SCHEMA))
-    sentences, n_sentences = stack.enter_context(cached_rows(sents, "sentences",
-                                                             report=stats))
-    rejects = pages.where(F.col("error").isNotNull()).select(
-        F.lit("pages").alias("source"), F.col("error").alias("reason"),
-        F.to_json(F.struct("url", "final_url", "status", "content_type", "attempts",
-                           "error_detail"))
-        .alias("record")).unionByName(docs.where(F.col("error").isNotNull()).select(
-            F.lit("documents").alias("source"), F.col("error").alias("reason"),
-            F.to_json(F.struct("doc_id", "url")).alias("record")))
-    reasons = {r["reason"]: r["count"] for r in rejects.groupBy("reason").count().collect()}
-    stats.add_rejects("pages", reasons)
-    stats.outputs["sentences"] = n_sentences
     with stats.step("duplicates"):
         dups = find_duplicates(good, p.duplicates).orderBy("page").toPandas()
     stats.outputs["duplicates"] = len(dups)
-    keep = ("doc_id", "url", "title")
-    # documents are counted where they are tokenised: one row per distinct term reaches the JVM
-    terms, n_documents = stack.enter_context(cached_rows(
-        state.term_counts(good, lambda d: term_counts(d, "text", keep=(*keep, HASH)), keep),
-        "term_counts", report=stats))
-    stats.outputs["documents"] = n_documents
-    counted = terms
-    if len(dups) and not p.keep_duplicates:  # near-duplicates stay out of the vocabulary
-        dup_urls = spark.createDataFrame(dups[["page"]].rename(columns={"page": "url"}))
-        counted = terms.join(F.broadcast(dup_urls), "url", "left_anti")
-    with stats.step("vocabulary"):
-        stop = english_stopwords() if p.stopwords == "english" else ()
-        word_stats = local_checkpoint(state.word_stats(terms, counted, stats), stack)
-        vocab = top_vocabulary(word_stats, p.vocab_size, p.min_df, stop).toPandas()
+    terms, counted = _terms(spark, p, good, dups, state, stats, stack)
+    word_stats, vocab = _vocabulary(p, terms, counted, state, stats, stack)
     words = vocab["word"].tolist()
-    if not words:
-        raise InputError(
-            f"the vocabulary is empty: no word of {n_documents} documents "
-            f"passes min_df={p.min_df}" + (" without stopwords" if stop else ""))
-    stats.outputs["vocabulary"] = len(words)
     return BagOfWordsComputed(
         documents=docs, terms=terms, counted=counted, word_stats=word_stats, vocabulary=vocab,
         duplicates=dups, rejects=rejects,
         sentence_vectors=token_vectors(sentences, words, p.vector),
         document_vectors=_with_text(term_vectors(terms.drop(HASH), words, p.vector), good),
         stats=stats)
+
+
+def _documents(p: BagOfWordsParams, ok: DataFrame, state: CrawlState, stats: Stats,
+               stack: ExitStack) -> tuple[DataFrame, DataFrame]:
+    """The documents of the ``ok`` pages (every parsed page, errors included) and the
+    sentences of the good ones, both cached until ``stack`` closes."""
+    with stats.step("parse"):
+        parsed = state.parsed(
+            ok, lambda todo: parse_documents(todo, p.extract, p.selector), stats)
+    docs = stack.enter_context(cached(parsed, "documents", report=stats))
+    with stats.step("sentences"):
+        split = state.sentences_of(docs.where(F.col("error").isNull()), _sentences)
+    sentences, n_sentences = stack.enter_context(cached_rows(split, "sentences",
+                                                             report=stats))
+    stats.outputs["sentences"] = n_sentences
+    return docs, sentences
+
+
+def _sentences(docs: DataFrame) -> DataFrame:
+    return docs.select("doc_id", "url", "text").mapInPandas(in_worker(sentence_batches),
+                                                            SENT_SCHEMA)
+
+
+def _rejects(pages: DataFrame, docs: DataFrame) -> DataFrame:
+    """The failed pages and the pages without a document (their reason in ``error``)."""
+    return rejects_of(pages, "pages", reason_col="error", fields=PAGE_RECORD).unionByName(
+        rejects_of(docs, "documents", reason_col="error", fields=DOC_RECORD))
+
+
+def _terms(spark: SparkSession, p: BagOfWordsParams, good: DataFrame, dups: pd.DataFrame,
+           state: CrawlState, stats: Stats, stack: ExitStack) -> tuple[DataFrame, DataFrame]:
+    """The term counts of the ``good`` documents (cached until ``stack`` closes) and the rows
+    of them the vocabulary counts: near-duplicates left out unless kept."""
+    # documents are counted where they are tokenised: one row per distinct term reaches the JVM
+    terms, n_documents = stack.enter_context(cached_rows(
+        state.term_counts(good, lambda d: term_counts(d, "text", keep=(*DOC_KEEP, HASH)),
+                          DOC_KEEP), "term_counts", report=stats))
+    stats.outputs["documents"] = n_documents
+    if not len(dups) or p.keep_duplicates:
+        return terms, terms
+    dup_urls = spark.createDataFrame(dups[["page"]].rename(columns={"page": "url"}))
+    return terms, terms.join(F.broadcast(dup_urls), "url", "left_anti")
+
+
+def _vocabulary(p: BagOfWordsParams, terms: DataFrame, counted: DataFrame, state: CrawlState,
+                stats: Stats, stack: ExitStack) -> tuple[DataFrame, pd.DataFrame]:
+    """The word statistics of the ``counted`` rows (kept until ``stack`` closes) and the
+    vocabulary; InputError when it is empty."""
+    with stats.step("vocabulary"):
+        stop = english_stopwords() if p.stopwords == "english" else ()
+        word_stats = local_checkpoint(state.word_stats(terms, counted, stats), stack)
+        vocab = top_vocabulary(word_stats, p.vocab_size, p.min_df, stop).toPandas()
+    if vocab.empty:
+        raise InputError(
+            f"the vocabulary is empty: no word of {stats.outputs['documents']} documents "
+            f"passes min_df={p.min_df}" + (" without stopwords" if stop else ""))
+    stats.outputs["vocabulary"] = len(vocab)
+    return word_stats, vocab
 
 
 def _count_suspect(ok: DataFrame, stats: Stats) -> None:
@@ -368,22 +341,74 @@ def _with_text(doc_vec: DataFrame, docs: DataFrame) -> DataFrame:
         *cols[:i], "text", *cols[i:])
 
 
+# ---- write and report -------------------------------------------------------------------
+
+def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
+    """Load, compute, write the output atomically when there is one, report. The result is
+    the same with and without an output (see :func:`_result`)."""
+    p = SCHEMA.parse(cfg.job)
+    d = derive(p, cfg.practices.sample_seed)
+    report = RunReport("bag_of_words", params={**asdict(p), "seed": d.seed})
+    with optional_output(spark, p.output) as out, ExitStack() as stack:
+        loaded = load(spark, p, d, stack)
+        report.merge(loaded.stats)
+        c = compute(spark, p, loaded.pages, loaded.state, stack)
+        report.merge(c.stats)
+        frames = _parquet_outputs(loaded.pages, c)
+        if out is not None:
+            with report.step("write"):
+                _write(out, frames, c, loaded.state, report)
+        publish(spark, out, report, cfg.practices.skew_ratio_threshold, p.max_reject_fraction)
+    log.info(report.summary())
+    return _result(spark, frames, c.vocabulary, report, p.output)
+
+
+def _parquet_outputs(pages: DataFrame, c: BagOfWordsComputed) -> dict[str, DataFrame]:
+    """The Parquet outputs that the result returns too, by name."""
+    return {"pages": pages.drop("doc_id"), "sentences": c.sentence_vectors,
+            "documents": c.document_vectors}
+
+
+def _write(out: AtomicOutput, frames: dict[str, DataFrame], c: BagOfWordsComputed,
+           state: CrawlState, report: RunReport) -> None:
+    for name, df in frames.items():
+        out.write_parquet(name, df)
+    out.write_csv("vocabulary.csv", c.vocabulary)
+    with report.optional("top_words.png"):
+        out.write_bytes("top_words.png", _top_words_png(c.vocabulary))
+    out.write_parquet("rejects", c.rejects, partitions=1)
+    out.write_csv("duplicates.csv", c.duplicates)
+    state.write(out, c.documents, c.terms, c.counted, c.word_stats)
+
+
+def _result(spark: SparkSession, frames: dict[str, DataFrame], vocabulary: pd.DataFrame,
+            report: RunReport, output: str | None) -> BagOfWordsResult:
+    """The run's outputs, pages with their doc_id: read from the output when the run wrote
+    one (its caches and its copies of the earlier output are released by then), otherwise
+    the same frames unwritten."""
+    if output:
+        frames = {name: spark.read.parquet(f"{output}/{name}") for name in frames}
+    return BagOfWordsResult(
+        pages=frames["pages"].withColumn("doc_id", _doc_id(F.col("url"))),
+        sentences=frames["sentences"], documents=frames["documents"], vocabulary=vocabulary,
+        report=report, output=output)
+
+
 def _top_words_png(vocab: pd.DataFrame, n: int = 30) -> bytes:
+    """A bar chart of the ``n`` most frequent words, drawn on its own canvas (no pyplot, no
+    global backend)."""
     import io
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     top = vocab.head(n)
-    fig, ax = plt.subplots(figsize=(8, max(3, 0.25 * len(top))), dpi=110)
+    fig = Figure(figsize=(8, max(3, 0.25 * len(top))), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     ax.barh(top["word"][::-1], top["count"][::-1], color="#4c72b0")
     ax.set_xlabel("occurrences in the corpus")
     ax.set_title(f"Top {len(top)} words")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
-
-

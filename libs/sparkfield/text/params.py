@@ -1,7 +1,12 @@
-"""The bag_of_words job's parameters: conf keys, flags and the README table come from here."""
+"""The bag_of_words job's parameters: conf keys, flags, the README table and the typed
+parameters the code reads (``SCHEMA.parse``) come from here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
 SCHEMA = JobSchema("bag_of_words", [
@@ -54,3 +59,42 @@ SCHEMA = JobSchema("bag_of_words", [
     Param("fetch.max_crawl_delay_s", "float", 60.0, "robots.txt Crawl-delay is honoured; a "
           "longer one gives the host up", ge=0),
 ], output="out/bag_of_words")
+
+# the typed parameters SCHEMA.parse builds: the whole job section and two of its sections
+BagOfWordsParams = SCHEMA.params_type()
+FetchSettings = SCHEMA.params_type("fetch")
+DuplicateSettings = SCHEMA.params_type("duplicates")
+
+SOURCES = ("urls", "html_dir", "pages")
+
+
+def fetch_settings(values: dict[str, Any] | None = None) -> FetchSettings:
+    """The fetch section: ``values`` over the schema's defaults, checked as in a conf file."""
+    return SCHEMA.parse({"fetch": values or {}}).fetch
+
+
+def duplicate_settings(values: dict[str, Any] | None = None) -> DuplicateSettings:
+    """The duplicates section: ``values`` over the schema's defaults, checked as in a conf
+    file."""
+    return SCHEMA.parse({"duplicates": values or {}}).duplicates
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What a run takes beyond the parameters' own values."""
+
+    source: str  # the one source given (SOURCES)
+    path: str  # its path
+    seed: int  # of --sample (practices.sample_seed)
+
+
+def derive(p: BagOfWordsParams, seed: int) -> Derived:
+    """The values derived from ``p``; ConfigError where keys disagree (the schema checks each
+    key alone)."""
+    given = [k for k in SOURCES if getattr(p.source, k)]
+    if len(given) != 1:
+        raise ConfigError("give exactly one source: --urls FILE, --html-dir DIR or "
+                          f"--pages PARQUET (got {given or 'none'})")
+    if p.extract == "selector" and not p.selector.strip():
+        raise ConfigError("extract: selector needs a CSS selector")
+    return Derived(source=given[0], path=getattr(p.source, given[0]), seed=seed)
