@@ -38,7 +38,8 @@ def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
 def find_conf_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     """Where the YAML files are: the flag (which must hold base.yaml: a mistyped path is an
     error, never a silent fall-back), then $SPARKFIELD_CONF_DIR, then ./conf, then the working
-    directory itself (spark-submit --files puts files there, flattened)."""
+    directory itself (spark-submit --files puts files there, flattened), then the default conf
+    an installed wheel carries (``sparkfield.conf``)."""
     if explicit:
         cand = Path(explicit)
         if not cand.is_dir():
@@ -53,9 +54,24 @@ def find_conf_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     for cand in candidates:
         if (cand / "base.yaml").is_file():
             return cand
+    packaged = _packaged_conf()
+    if packaged is not None:
+        return packaged
     raise ConfigError(
         "cannot find the conf directory (base.yaml): pass --conf-dir or set " + CONF_ENV
     )
+
+
+def _packaged_conf() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("sparkfield.conf")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    locations.append(Path(__file__).resolve().parents[3] / "conf")  # a checkout's own conf
+    for location in locations:
+        if (Path(location) / "base.yaml").is_file():
+            return Path(location)
+    return None
 
 
 # Hand-written conf and mapping files hold a few hundred values; aliases that expand beyond
