@@ -28,7 +28,8 @@ from pyspark.sql import functions as F
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
 from sparkfield.process.events import classify, good_events
-from sparkfield.process.logs import LogColumns, read_log
+from sparkfield.process.logs import read_log
+from sparkfield.process.params import PROCESS_MINING
 from sparkfield.process.views import case_sequences, compute_views
 from sparkfield.process.xes import write_xes_gz
 
@@ -88,7 +89,8 @@ def main() -> int:
     spark.sparkContext.setLogLevel("WARN")
     work = Path(tempfile.mkdtemp(prefix="sparkfield-pm-bench-"))
     try:
-        base_raw, t_read = timed(lambda: classify(read_log(spark, str(BPIC), LogColumns()),
+        columns = PROCESS_MINING.parse({}).columns  # the standard XES names
+        base_raw, t_read = timed(lambda: classify(read_log(spark, str(BPIC), columns),
                                                   "1970-01-01", "2100-01-01", dedupe=False))
         base = good_events(base_raw).cache()
         n0 = base.count()

@@ -8,7 +8,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.process.events import classify
-from sparkfield.process.job import ProcessParams, compute
+from sparkfield.process.job import compute
+from sparkfield.process.params import PROCESS_MINING
 
 RAW = T.StructType([
     T.StructField("case_id", T.StringType(), True),
@@ -40,7 +41,7 @@ def test_compute_counts_events_cases_and_rejects_without_a_report(spark):
         _row(9, "c1", "A", d(2020, 1, 1, 9)),  # an exact repeat of row 0
     ]
     classified = classify(spark.createDataFrame(rows, RAW), None, None, dedupe=True)
-    p = ProcessParams(output=None, suspect_after="2030-01-01")
+    p = PROCESS_MINING.parse({"output": None, "suspect_after": "2030-01-01"})
 
     with ExitStack() as stack:
         c = compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")

@@ -13,7 +13,7 @@ import yaml
 
 from sparkfield.core.params import timezone_problem
 from sparkfield.process.mapping import Mapping, MappingError, load_mapping, parse_mapping
-from sparkfield.process.ocel_mapping import OcelMapping, parse_ocel_mapping
+from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 from tests.conftest import job_module
 
 ROOT = Path(__file__).resolve().parents[2]

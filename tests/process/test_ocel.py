@@ -12,8 +12,8 @@ import pytest
 from sparkfield.core.conf import load_config
 from sparkfield.process import run_event_log
 from sparkfield.process.mapping import MappingError, load_mapping
-from sparkfield.process.ocel import build
-from sparkfield.process.ocel_mapping import OcelMapping, parse_ocel_mapping
+from sparkfield.process.ocel.build import build
+from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 
 TYPES = ["order", "customer", "product", "seller"]
 

@@ -11,9 +11,9 @@ import pytest
 
 from sparkfield.core.conf import load_config
 from sparkfield.process import process_map, run_event_log
-from sparkfield.process.ocel import build
-from sparkfield.process.ocel_mapping import parse_ocel_mapping
-from sparkfield.process.ocel_views import flatten
+from sparkfield.process.ocel.build import build
+from sparkfield.process.ocel.mapping import parse_ocel_mapping
+from sparkfield.process.ocel.views import flatten
 
 EMPLOYEES = ('EmployeeID,LastName,Address,City\n'
              '1,Davolio,"507 - 20th Ave. E.\nApt. 2A",Seattle\n'

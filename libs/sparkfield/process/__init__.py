@@ -14,7 +14,8 @@ from sparkfield.process.discover import (
     start_activities,
     variants,
 )
-from sparkfield.process.job import ProcessResult, run_event_log, run_process_mining
+from sparkfield.process.job import run_event_log, run_process_mining
+from sparkfield.process.result import ProcessResult
 
 __all__ = ["ProcessResult", "activities", "all_views", "case_durations", "discover_dfg",
            "end_activities", "event_frame", "run_event_log", "run_process_mining",

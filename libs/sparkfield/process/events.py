@@ -112,17 +112,6 @@ def good_events(classified: DataFrame) -> DataFrame:
     return classified.where(F.col(REASON).isNull()).select(*EVENT_COLUMNS)
 
 
-def event_rejects(classified: DataFrame, source: Column | str) -> DataFrame:
-    """Rejected rows as (source, reason, record): the record is the event as read, in JSON."""
-    src = F.lit(source) if isinstance(source, str) else source
-    fields = [CASE, ACTIVITY, RAW_TS, RESOURCE, LIFECYCLE, ATTRIBUTES]
-    record = F.to_json(F.struct(*[F.col(c) for c in fields]))
-    if "_corrupt_record" in classified.columns:
-        record = F.coalesce(F.col("_corrupt_record"), record)
-    return classified.where(F.col(REASON).isNotNull()).select(
-        src.alias("source"), F.col(REASON).alias("reason"), record.alias("record"))
-
-
 def with_classifier(events: DataFrame, classifier: str) -> DataFrame:
     """``name`` (concept:name) or ``name+lifecycle`` (concept:name+lifecycle:transition)."""
     if classifier == "name":

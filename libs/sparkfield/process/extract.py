@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
 
-from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from sparkfield.core.errors import InputError
-from sparkfield.core.io import CORRUPT_COL, corrupt_record, read_csv_strings, require_path
+from sparkfield.core.io import CORRUPT_COL, corrupt_record
 from sparkfield.process.events import RAW_TS, parse_timestamp, sample_cases
-from sparkfield.process.mapping import Activity, Mapping, MappingError, Source
+from sparkfield.process.mapping import Activity, Mapping
+from sparkfield.process.mapping_common import MappingError
 from sparkfield.process.schema import (
     ACTIVITY,
     ATTRIBUTES,
@@ -26,108 +22,11 @@ from sparkfield.process.schema import (
     SRC_ORDER,
     TIMESTAMP,
 )
-
-
-def read_source(spark: SparkSession, src: Source) -> DataFrame:
-    """One source as a DataFrame with ``__row`` (its row order). CSV columns stay strings so
-    that parsing problems become rejects with a reason instead of silent nulls."""
-    if src.format == "csv":
-        df = read_csv_strings(spark, src.path, **src.options)
-    elif src.format in ("parquet", "json"):
-        require_path(spark, src.path, f"source {src.name!r}")
-        df = spark.read.format(src.format).options(**src.options).load(src.path)
-    else:
-        df = _read_jdbc(spark, src)
-    return df.withColumn("__row", F.monotonically_increasing_id())
-
-
-_DRIVERS = {
-    "postgresql": "org.postgresql.Driver",
-    "mysql": "com.mysql.cj.jdbc.Driver",
-    "mariadb": "org.mariadb.jdbc.Driver",
-    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
-    "oracle": "oracle.jdbc.OracleDriver",
-}
-
-
-def _env(name: str | None, src: Source, what: str) -> str | None:
-    if not name:
-        return None
-    value = os.environ.get(name)
-    if value is None:
-        raise MappingError(f"source {src.name!r}: environment variable {name} ({what}) is not set")
-    return value
-
-
-def _read_jdbc(spark: SparkSession, src: Source) -> DataFrame:
-    # timestamps without zone stay wall-clock times, read in the mapping's time zone
-    reader = (spark.read.format("jdbc").option("url", src.url).option("dbtable", src.table)
-              .option("preferTimestampNTZ", "true"))
-    driver = src.options.get("driver") or _DRIVERS.get(src.url.split(":")[1] if src.url else "")
-    if driver:  # named explicitly so a jar passed with spark.jars is found
-        reader = reader.option("driver", driver)
-    user = _env(src.user_env, src, "user_env")
-    password = _env(src.password_env, src, "password_env")
-    if user is not None:
-        reader = reader.option("user", user)
-    if password is not None:
-        reader = reader.option("password", password)
-    if src.partition_column:
-        if src.lower_bound is None or src.upper_bound is None:
-            raise MappingError(f"source {src.name!r}: partition_column needs lower_bound and "
-                               "upper_bound")
-        reader = (reader.option("partitionColumn", src.partition_column)
-                  .option("lowerBound", src.lower_bound).option("upperBound", src.upper_bound)
-                  .option("numPartitions", src.num_partitions or 4))
-    for k, v in src.options.items():
-        reader = reader.option(k, v)
-    try:
-        return reader.load()  # connects: reads the table's schema
-    except Exception as exc:
-        raise InputError(jdbc_problem(src, driver, exc)) from None
-
-
-def jdbc_problem(src: Source, driver: str | None, exc: BaseException) -> str:
-    """One line naming the source and what is wrong: no driver, no server, refused login."""
-    text = str(exc)
-    where = f"source {src.name!r} ({src.url})"
-    if "ClassNotFoundException" in text or "No suitable driver" in text:
-        return (f"{where}: JDBC driver {driver or '(none named)'} not found; pass its jar, "
-                "e.g. --conf spark.jars=/usr/share/java/postgresql.jar")
-    for line in text.splitlines():
-        line = line.strip().removeprefix(": ")
-        if any(k in line for k in ("authentication failed", "Access denied", "Login failed",
-                                   "password", "ORA-01017")):
-            return f"{where}: the server refused the login: {_tail(line)}"
-        if any(k in line for k in ("Connection refused", "UnknownHost", "timed out",
-                                   "Connection to ", "No route to host",
-                                   "Communications link failure")):
-            return f"{where}: cannot connect: {_tail(line)}"
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    return f"{where}: JDBC read failed: {_tail(first)}"
-
-
-def _tail(line: str) -> str:
-    """The message without Java class-name prefixes."""
-    parts = [p.strip() for p in line.split(": ")]
-    while len(parts) > 1 and "." in parts[0] and " " not in parts[0]:
-        parts = parts[1:]
-    return ": ".join(parts)[:300]
+from sparkfield.process.sources import ROW_COL, compile_expr, java_message, source_frames
 
 
 def _expr(df: DataFrame, text: str, act: Activity, field: str) -> Column:
-    """Compile a mapping expression against the source now, so an unknown column or a
-    syntax error is reported by activity and field before any data is processed."""
-    try:
-        dtype = df.select(F.expr(text).alias("_")).schema["_"].dataType  # analysis only
-    except (AnalysisException, ParseException) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise MappingError(f"activity {act.label!r}: {field} expression {text!r}: {first}") \
-            from None
-    if field == "where" and not isinstance(dtype, T.BooleanType):
-        raise MappingError(f"activity {act.label!r}: where expression {text!r} gives "
-                           f"{dtype.simpleString()}, not a boolean")
-    return F.expr(text)
+    return compile_expr(df, text, f"activity {act.label!r}", field, boolean=field == "where")
 
 
 def _check_format(spark: SparkSession, act: Activity) -> None:
@@ -138,32 +37,13 @@ def _check_format(spark: SparkSession, act: Activity) -> None:
     except Exception as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
         raise MappingError(f"activity {act.label!r}: invalid timestamp_format "
-                           f"{act.timestamp_format!r}: {_tail(first)[:200]}") from None
+                           f"{act.timestamp_format!r}: {java_message(first)[:200]}") from None
 
 
 @dataclass
 class Extracted:
     rows: DataFrame  # event columns + timestamp_raw (+ _corrupt_record), before validation
     empty_sources: list[str]
-
-
-def source_frames(spark: SparkSession, mapping: Any) -> dict[str, DataFrame]:
-    """Every source and SQL view of a mapping (classic or object-centric) by name, each with
-    ``__row``: its row order in a source; 0 in a view (a join has no stable row order, so ties
-    inside a view are broken by activity name). Views are registered in mapping order: a view
-    may select from the sources and from the views before it."""
-    frames = {name: read_source(spark, s) for name, s in mapping.sources.items()}
-    for name, df in frames.items():
-        df.drop("__row").createOrReplaceTempView(name)
-    for name, query in mapping.views.items():
-        try:
-            view = spark.sql(query)
-        except (AnalysisException, ParseException) as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise MappingError(f"view {name!r}: {first}") from None
-        view.createOrReplaceTempView(name)
-        frames[name] = view.withColumn("__row", F.lit(0).cast("long"))
-    return frames
 
 
 def extract(
@@ -195,7 +75,7 @@ def extract(
             parse_timestamp(ts_col, ts_type, mapping.timezone, act.timestamp_format)
             .alias(TIMESTAMP),
             resource.alias(RESOURCE), lifecycle.alias(LIFECYCLE), attrs.alias(ATTRIBUTES),
-            F.lit(act.index).alias(SRC_ORDER), F.col("__row").alias(ROW_ORDER),
+            F.lit(act.index).alias(SRC_ORDER), F.col(ROW_COL).alias(ROW_ORDER),
             ts_col.cast("string").alias(RAW_TS), corrupt.alias(CORRUPT_COL),
         ))
     rows = reduce(DataFrame.unionByName, parts)

@@ -1,11 +1,14 @@
 """The two process-mining jobs: ``event_log`` (extract from source tables, then the views)
-and ``process_mining`` (the views of an existing log)."""
+and ``process_mining`` (the views of an existing log).
+
+``event_log`` runs the form its mapping is written in: the classic log here, the
+object-centric one in :mod:`sparkfield.process.ocel.job`."""
 
 from __future__ import annotations
 
 import logging
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,164 +19,113 @@ from pyspark.sql import functions as F
 from sparkfield.core.conf import Config
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.failures import raises_input_errors
-from sparkfield.core.io import AtomicOutput, optional_output
+from sparkfield.core.io import AtomicOutput, optional_output, rejects_of
 from sparkfield.core.practices import cached, cached_rows
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.process import process_map, xes
 from sparkfield.process.events import (
+    RAW_TS,
     REASON,
     classify,
-    event_rejects,
     good_events,
     sample_cases,
     suspicious_timestamps,
     with_classifier,
 )
 from sparkfield.process.extract import extract
-from sparkfield.process.logs import LogColumns, read_log
-from sparkfield.process.mapping import load_mapping
-from sparkfield.process.ocel_mapping import OcelMapping
-from sparkfield.process.params import SCHEMAS
-from sparkfield.process.schema import ACTIVITY, CASE, ORDER, SRC_ORDER, TIMESTAMP
+from sparkfield.process.logs import read_log
+from sparkfield.process.mapping import Mapping, load_mapping
+from sparkfield.process.ocel.job import run_ocel
+from sparkfield.process.ocel.mapping import OcelMapping
+from sparkfield.process.params import (
+    EVENT_LOG,
+    PROCESS_MINING,
+    EventDates,
+    event_dates,
+    report_params,
+)
+from sparkfield.process.result import ProcessResult
+from sparkfield.process.schema import (
+    ACTIVITY,
+    ATTRIBUTES,
+    CASE,
+    LIFECYCLE,
+    ORDER,
+    RESOURCE,
+    SRC_ORDER,
+    TIMESTAMP,
+)
 from sparkfield.process.views import Views, case_sequences, compute_views
 from sparkfield.process.xes_split import needs_one_range
 
+__all__ = ["ProcessComputed", "ProcessResult", "compute", "run_event_log",
+           "run_process_mining"]
+
 log = logging.getLogger("sparkfield.process")
 
-
-@dataclass
-class ProcessParams:
-    output: str | None
-    mapping: str | None = None
-    log: str | None = None
-    columns: LogColumns = field(default_factory=LogColumns)
-    timezone: str = "UTC"
-    classifier: str = "name"
-    sample: float | None = None
-    seed: int = 42
-    dedupe: bool | None = None
-    top_k_arcs: int | None = 30
-    min_timestamp: str | None = None  # bounds reject events; none by default (a log is kept)
-    max_timestamp: str | None = None
-    suspect_before: str = "1970-01-01"  # events outside these are reported, not dropped
-    suspect_after: str | None = None  # None: the time of the run
-    render_map: bool = True
-    csv_multiline: bool = True
-
-    @classmethod
-    def from_config(cls, cfg: Config) -> ProcessParams:
-        schema = SCHEMAS.get(cfg.job_name)
-        j = schema.validate(cfg.job) if schema else cfg.job  # unknown keys, types, ranges
-        c = j.get("columns") or {}
-        p = cls(
-            output=j.get("output"), mapping=j.get("mapping"), log=j.get("log"),
-            columns=LogColumns(**{k: v for k, v in c.items() if v}),
-            timezone=j.get("timezone", "UTC"), classifier=j.get("classifier", "name"),
-            sample=j.get("sample"), seed=cfg.practices.sample_seed, dedupe=j.get("dedupe"),
-            top_k_arcs=j.get("top_k_arcs", 30),
-            min_timestamp=_text(j.get("min_timestamp")),
-            max_timestamp=_text(j.get("max_timestamp")),
-            suspect_before=str(j.get("suspect_before") or "1970-01-01"),
-            suspect_after=_text(j.get("suspect_after")),
-            render_map=bool(j.get("render_map", True)),
-            csv_multiline=bool(j.get("csv_multiline", True)),
-        )
-        if p.classifier not in ("name", "name+lifecycle"):
-            raise ConfigError(f"classifier must be name or name+lifecycle, got {p.classifier!r}")
-        if p.sample is not None and not 0 < float(p.sample) <= 1:
-            raise ConfigError("sample must be in (0, 1]")
-        for key in ("min_timestamp", "max_timestamp", "suspect_before", "suspect_after"):
-            value = getattr(p, key)
-            if value is not None and not _is_timestamp(value):
-                raise ConfigError(f"{key} must be a date or timestamp (YYYY-MM-DD...), "
-                                  f"got {value!r}")
-        return p
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None or str(value).strip() == "" else str(value)
-
-
-def _is_timestamp(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
-
-
-@dataclass
-class ProcessResult:
-    events: DataFrame
-    views: dict[str, pd.DataFrame]
-    report: RunReport
-    rejects: int = 0
-    output: str | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+# what a rejected event's record holds: the event as read
+REJECT_FIELDS = [CASE, ACTIVITY, RAW_TS, RESOURCE, LIFECYCLE, ATTRIBUTES]
 
 
 @raises_input_errors
 def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
-    p = ProcessParams.from_config(cfg)
+    p = EVENT_LOG.parse(cfg.job)
     if not p.mapping:
         raise ConfigError("event_log needs --mapping FILE.yaml")
     mapping = load_mapping(p.mapping, spark)
-    report = RunReport("event_log", params=_params(p))
-    if isinstance(mapping, OcelMapping):  # the object-centric form: process/ocel_job.py
-        from sparkfield.process.ocel_job import run_ocel
+    seed = cfg.practices.sample_seed
+    report = RunReport("event_log", params=report_params(p, seed))
+    if isinstance(mapping, OcelMapping):
+        return run_ocel(spark, p, mapping, report, cfg.practices.skew_ratio_threshold)
+    return _run_classic(spark, p, mapping, report, cfg)
 
-        return run_ocel(spark, p, mapping, report, cfg)
+
+def _run_classic(spark: SparkSession, p: Any, mapping: Mapping, report: RunReport,
+                 cfg: Config) -> ProcessResult:
     with report.step("plan"):  # reads headers and checks every expression, no data yet
-        extracted = extract(spark, mapping, p.sample, p.seed)
+        extracted = extract(spark, mapping, p.sample, cfg.practices.sample_seed)
     if extracted.empty_sources:
         report.counts["empty_sources"] = extracted.empty_sources
         report.note(f"empty source(s): {', '.join(extracted.empty_sources)}")
     labels = {a.index: a.label for a in mapping.activities}
     classified = classify(extracted.rows, mapping.min_timestamp, mapping.max_timestamp,
-                          dedupe=True if p.dedupe is None else p.dedupe)
+                          dedupe=p.dedupe)
     source = F.element_at(F.create_map(*[x for i, lab in labels.items()
                                          for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
     return _finish(spark, p, classified, source, report, labels,
-                   cfg.practices.skew_ratio_threshold, cfg.job.get("max_reject_fraction"),
-                   p.mapping)
+                   cfg.practices.skew_ratio_threshold, p.mapping)
 
 
 @raises_input_errors
 def run_process_mining(spark: SparkSession, cfg: Config) -> ProcessResult:
-    p = ProcessParams.from_config(cfg)
+    p = PROCESS_MINING.parse(cfg.job)
+    dates = event_dates(p)
     if not p.log:
         raise ConfigError("process_mining needs --log PATH")
     try:
-        return _mine_log(spark, p, cfg)
+        return _mine_log(spark, p, dates, cfg)
     except Exception as exc:
         if not needs_one_range(exc):
             raise
     # nothing was written: the output's staging went with the failed attempt
-    return _mine_log(spark, p, cfg, one_range=True)
+    return _mine_log(spark, p, dates, cfg, one_range=True)
 
 
-def _mine_log(spark: SparkSession, p: ProcessParams, cfg: Config,
+def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
               one_range: bool = False) -> ProcessResult:
-    report = RunReport("process_mining", params=_params(p))
+    seed = cfg.practices.sample_seed
+    report = RunReport("process_mining", params=report_params(p, seed))
     if one_range:
         report.note(f"{p.log}: a comment, CDATA section or processing instruction holding "
                     "<trace crosses the end of a byte range: the log was read as one range")
     with report.step("read_log"):
         raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone, one_range,
                                      p.csv_multiline),
-                           p.sample, p.seed)
-    classified = classify(raw, p.min_timestamp, p.max_timestamp,
-                          dedupe=False if p.dedupe is None else p.dedupe)
+                           p.sample, seed)
+    classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
     return _finish(spark, p, classified, F.lit("log"), report, {0: "log"},
-                   cfg.practices.skew_ratio_threshold, cfg.job.get("max_reject_fraction"),
-                   p.log)
-
-
-def _params(p: ProcessParams) -> dict[str, Any]:
-    d = asdict(p)
-    d["columns"] = asdict(p.columns)
-    return d
+                   cfg.practices.skew_ratio_threshold, p.log)
 
 
 @dataclass
@@ -188,11 +140,12 @@ class ProcessComputed:
     stats: Stats
 
 
-def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: ProcessParams,
+def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
             stack: ExitStack, input_name: str | None = None) -> ProcessComputed:
     """Classified rows in (``src_order`` names the source in ``labels``, ``source`` is the
-    rejects' source column); the good events, their views, the rejects and what was counted
-    out. Writes nothing; raises InputError when no row is a usable event."""
+    rejects' source column) with the job's parsed parameters ``p``; the good events, their
+    views, the rejects and what was counted out. Writes nothing; raises InputError when no
+    row is a usable event."""
     stats = Stats()
     rows = stack.enter_context(cached(classified, "classified_rows", report=stats))
     with stats.step("validate"):
@@ -216,12 +169,12 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Pr
     stats.counts["variants"] = views.variants.count()
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
-                           rejects=event_rejects(rows, source), stats=stats)
+                           rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats)
 
 
-def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source: Column,
+def _finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
             report: RunReport, labels: dict[int, str], skew_ratio: float,
-            max_reject_fraction: float | None, input_name: str | None) -> ProcessResult:
+            input_name: str | None) -> ProcessResult:
     with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
         c = compute(classified, source, labels, p, stack, input_name)
         report.merge(c.stats)
@@ -230,7 +183,7 @@ def _finish(spark: SparkSession, p: ProcessParams, classified: DataFrame, source
         result.extras["views"] = c.views
         if out is not None:
             _write(spark, p, out, c, report)
-        publish(spark, out, report, skew_ratio, max_reject_fraction)
+        publish(spark, out, report, skew_ratio, p.max_reject_fraction)
     log.info(report.summary())
     return result
 
@@ -250,17 +203,19 @@ def _require_events(stats: Stats, input_name: str | None) -> None:
     raise InputError(f"{input_name or 'input'}: no usable events ({detail})")
 
 
-def _report_suspicious(stats: Stats, events: DataFrame, p: ProcessParams) -> None:
+def _report_suspicious(stats: Stats, events: DataFrame, p: Any) -> None:
     """Events with implausible dates are kept (as pm4py and Disco keep them) and reported."""
-    after = p.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    dates = event_dates(p)
+    before = dates.suspect_before
+    after = dates.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     with stats.step("suspicious_timestamps"):
-        odd = suspicious_timestamps(events, p.suspect_before, after)
+        odd = suspicious_timestamps(events, before, after)
     stats.counts["suspicious_timestamps"] = odd
     if odd["events"]:
         examples = "; ".join(f"case {e[CASE]} {e[ACTIVITY]} at {e[TIMESTAMP]}"
                              for e in odd["examples"][:3])
         text = (f"{odd['events']} event(s) in {odd['cases']} case(s) dated outside "
-                f"{p.suspect_before} .. {after} (from {odd['first']} to {odd['last']}), kept: "
+                f"{before} .. {after} (from {odd['first']} to {odd['last']}), kept: "
                 f"{examples}. Set min_timestamp/max_timestamp to reject them")
         stats.notes.append(text)
         log.warning(text)
@@ -282,7 +237,7 @@ def _account(stats: Stats, counts: list, labels: dict[int, str]) -> None:
     stats.counts["by_source"] = per_source
 
 
-def _write(spark: SparkSession, p: ProcessParams, out: AtomicOutput, c: ProcessComputed,
+def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
            report: RunReport) -> None:
     ev, views, small = c.events, c.views, c.small
     with report.step("write_events"):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -12,6 +10,7 @@ from sparkfield.core.errors import InputError
 from sparkfield.core.failures import spark_input_error
 from sparkfield.core.io import CORRUPT_COL, corrupt_record, read_csv_strings, require_path
 from sparkfield.process.events import RAW_TS, parse_timestamp
+from sparkfield.process.params import LogColumns
 from sparkfield.process.schema import (
     ACTIVITY,
     ATTRIBUTES,
@@ -23,15 +22,6 @@ from sparkfield.process.schema import (
     TIMESTAMP,
 )
 from sparkfield.process.xes_split import read_xes
-
-
-@dataclass(frozen=True)
-class LogColumns:
-    case: str = "case:concept:name"
-    activity: str = "concept:name"
-    timestamp: str = "time:timestamp"
-    resource: str = "org:resource"
-    lifecycle: str = "lifecycle:transition"
 
 
 def log_format(path: str) -> str:

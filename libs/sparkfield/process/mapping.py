@@ -1,4 +1,6 @@
-"""The extraction mapping (YAML): sources, time zone and one entry per activity.
+"""The extraction mapping (YAML): reading a mapping file, telling its form (classic, or
+object-centric with ``objects``: :mod:`sparkfield.process.ocel.mapping`), and the classic form:
+sources, time zone and one entry per activity, each naming its case.
 
 Errors (unknown source, missing field, unknown key, bad time zone, unset variable, bad
 expression, missing credential variable) are raised as :class:`MappingError` naming the
@@ -7,46 +9,32 @@ activity and field, before any data is read.
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
-from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkfield.core.batch import resolve_path
 from sparkfield.core.conf import load_yaml
-from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import timezone_problem
+from sparkfield.core.io import path_exists, read_text_file
+from sparkfield.process.mapping_common import (
+    MappingError,
+    Source,
+    activity_entries,
+    attributes_of,
+    check_keys,
+    check_timezone,
+    parse_sources,
+    source_of,
+    timestamp_bounds,
+)
+from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 
-FORMATS = {"csv", "parquet", "json", "jdbc"}
+__all__ = ["Activity", "Mapping", "MappingError", "Source", "load_mapping", "parse_mapping"]
+
 TOP_KEYS = ("sources", "views", "timezone", "timestamp_bounds", "activities")
-SOURCE_KEYS = ("format", "path", "options", "url", "table", "user_env", "password_env",
-               "partition_column", "lower_bound", "upper_bound", "num_partitions")
 ACTIVITY_KEYS = ("name", "activity", "label", "source", "case_id", "timestamp",
                  "timestamp_format", "resource", "lifecycle", "where", "attributes")
-BOUNDS_KEYS = ("min", "max")
-_CREDENTIALS = "credentials come only from the environment (user_env / password_env)"
-
-
-class MappingError(ConfigError):
-    """The mapping file is invalid; the message names the place."""
-
-
-@dataclass(frozen=True)
-class Source:
-    name: str
-    format: str
-    path: str | None = None
-    options: dict[str, str] = field(default_factory=dict)
-    url: str | None = None
-    table: str | None = None
-    user_env: str | None = None
-    password_env: str | None = None
-    partition_column: str | None = None
-    lower_bound: int | None = None
-    upper_bound: int | None = None
-    num_partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,99 +68,18 @@ class Mapping:
     origin: str = "<inline>"
 
 
-def check_keys(entry: dict, allowed: Collection[str], where: str,
-               misplaced: dict[str, str] | None = None) -> None:
-    """Every key of ``entry`` must be one of ``allowed``: a misspelt key would silently drop
-    what it holds (a filter, the attributes). ``misplaced`` gives keys a message of their
-    own."""
-    for key in entry:
-        if misplaced and key in misplaced:
-            raise MappingError(f"{where}: {misplaced[key]}")
-    unknown = [str(k) for k in entry if k not in allowed]
-    if unknown:
-        raise MappingError(f"{where}: " + "; ".join(
-            f"unknown key {k!r}{_nearest(k, allowed)}" for k in unknown))
-
-
-def _nearest(key: str, allowed: Collection[str]) -> str:
-    near = difflib.get_close_matches(key, list(allowed), n=1)
-    return f" (did you mean {near[0]!r}?)" if near else f" (keys: {', '.join(allowed)})"
-
-
-def attributes_of(raw: Any, where: str) -> dict[str, str]:
-    """``attributes``: a list of columns, or a mapping name -> expression."""
-    raw = raw or {}
-    if isinstance(raw, list):
-        return {str(c): f"`{c}`" for c in raw}
-    if not isinstance(raw, dict):
-        raise MappingError(f"{where}: 'attributes' must be a list of columns or a mapping "
-                           "name -> expression")
-    return {str(k): str(v) for k, v in raw.items()}
-
-
-def check_timezone(doc: dict, origin: str) -> str:
-    """The mapping's ``timezone`` (UTC by default), checked as Spark will read it."""
-    zone = doc.get("timezone", "UTC")
-    problem = timezone_problem(zone) if isinstance(zone, str) else \
-        f"expected a time zone as text, got {zone!r} (quote an offset: '+02:00')"
-    if problem:
-        raise MappingError(f"{origin}: timezone {problem}")
-    return zone
-
-
-def timestamp_bounds(doc: dict, origin: str) -> tuple[str, str]:
-    bounds = doc.get("timestamp_bounds") or {}
-    if not isinstance(bounds, dict):
-        raise MappingError(f"{origin}: 'timestamp_bounds' must be {{min, max}}")
-    check_keys(bounds, BOUNDS_KEYS, f"{origin}: timestamp_bounds")
-    return str(bounds.get("min", "1970-01-01")), str(bounds.get("max", "2100-01-01"))
-
-
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _expand(text: str, where: str) -> str:
-    """``${VAR}`` and ``${VAR:-default}`` (the default when VAR is unset or empty, as in the
-    shell). An unset ``${VAR}`` is an error: as "" it would move a path to the root."""
-    def value(m: re.Match[str]) -> str:
-        name, default = m.group(1), m.group(2)
-        got = os.environ.get(name)
-        if got:
-            return got
-        if default is None:
-            state = "is empty" if name in os.environ else "is not set"
-            raise MappingError(f"{where}: environment variable {name} {state} (set it, or "
-                               f"give a default: ${{{name}:-...}})")
-        return default
-
-    return _ENV.sub(value, text)
-
-
-def _resolve(path: str, base: Path | str | None, where: str) -> str:
-    path = _expand(path, where)
-    if "://" in path or base is None or os.path.isabs(path):
-        return path
-    if isinstance(base, str) and "://" in base:  # a mapping read from HDFS, S3, ...
-        return f"{base.rstrip('/')}/{path}"
-    return str((Path(base) / path).resolve())
-
-
-def load_mapping(path: str | os.PathLike[str], spark=None) -> Mapping:
-    """Read and check a mapping file. With ``spark`` the path is resolved as Hadoop resolves
-    it (``hdfs://``, ``s3a://``, or a path against ``fs.defaultFS``) and read through Hadoop's
-    FileSystem; relative source paths are taken against the mapping's folder either way."""
-    base: Path | str
+def load_mapping(path: str | os.PathLike[str], spark: Any = None) -> Mapping | OcelMapping:
+    """Read and check a mapping file, in the form it is written in. With ``spark`` the path is
+    resolved as Hadoop resolves it (``hdfs://``, ``s3a://``, or a path against
+    ``fs.defaultFS``) and read through Hadoop's FileSystem; relative source paths are taken
+    against the mapping's folder either way."""
     if spark is not None:
-        from sparkfield.core.batch import resolve_path
-        from sparkfield.core.io import path_exists, read_text_file
-
         scheme, resolved = resolve_path(str(path), spark)
         if scheme != "file":
             if not path_exists(spark, resolved):
                 raise MappingError(f"mapping file not found: {path}")
-            text, base, origin = read_text_file(spark, resolved), resolved.rsplit("/", 1)[0], \
-                resolved
-            return _parse_text(text, base, origin)
+            return _parse_text(read_text_file(spark, resolved), resolved.rsplit("/", 1)[0],
+                               resolved)
         path = resolved
     p = Path(path)
     if not p.is_file():
@@ -184,104 +91,38 @@ def load_mapping(path: str | os.PathLike[str], spark=None) -> Mapping:
     return _parse_text(text, p.parent, str(p))
 
 
-def _parse_text(text: str, base: Path | str, origin: str) -> Mapping:
+def _parse_text(text: str, base: Path | str, origin: str) -> Mapping | OcelMapping:
     doc = load_yaml(text, origin, MappingError)
     if isinstance(doc, dict) and "objects" in doc:  # the object-centric (OCEL 2.0) form
-        from sparkfield.process.ocel_mapping import parse_ocel_mapping
-
         return parse_ocel_mapping(doc, base=base, origin=origin)
     return parse_mapping(doc, base=base, origin=origin)
 
 
-def activity_entries(doc: dict, origin: str, keys: Collection[str] = ACTIVITY_KEYS,
-                     misplaced: dict[str, str] | None = None
-                     ) -> Iterator[tuple[int, dict, str]]:
-    """``(position, entry, where)`` for each entry of ``activities``, after the checks that
-    both mapping forms share (a non-empty list of mappings with known ``keys``, each naming
-    its activity once)."""
-    raw_acts = doc.get("activities") or []
-    if not isinstance(raw_acts, list) or not raw_acts:
-        raise MappingError(f"{origin}: 'activities' must list at least one activity")
-    for i, a in enumerate(raw_acts):
-        where = f"{origin}: activity #{i + 1}"
-        if not isinstance(a, dict):
-            raise MappingError(f"{where}: must be a mapping")
-        label = a.get("name") or a.get("label") or a.get("activity")
-        check_keys(a, keys, f"{where} ({label})" if label else where, misplaced)
-        if bool(a.get("name")) == bool(a.get("activity")):
-            raise MappingError(f"{where}: give exactly one of 'name' (literal) or 'activity' "
-                               "(expression)")
-        yield i, a, where
-
-
 def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>"
                   ) -> Mapping:
+    """The classic form of a parsed mapping document."""
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
     check_keys(doc, TOP_KEYS, origin)
     timezone = check_timezone(doc, origin)
     min_ts, max_ts = timestamp_bounds(doc, origin)
     sources, views = parse_sources(doc, base, origin)
-    acts = []
-    for i, a, where in activity_entries(doc, origin):
-        label = a.get("name") or a.get("activity")
-        for key in ("source", "case_id", "timestamp"):
-            if not a.get(key):
-                raise MappingError(f"{where} ({label}): missing {key!r}")
-        if a["source"] not in sources and a["source"] not in views:
-            raise MappingError(f"{where} ({label}): unknown source {a['source']!r} "
-                               f"(sources: {', '.join([*sources, *views])})")
-        attrs = attributes_of(a.get("attributes"), f"{where} ({label})")
-        acts.append(Activity(
-            index=i, source=a["source"], case_id=str(a["case_id"]),
-            timestamp=str(a["timestamp"]), name=a.get("name"), activity=a.get("activity"),
-            resource=a.get("resource"), lifecycle=a.get("lifecycle"), where=a.get("where"),
-            attributes=attrs,
-            timestamp_format=a.get("timestamp_format"), title=a.get("label"),
-        ))
+    tables = [*sources, *views]
+    acts = [_activity(i, a, where, tables)
+            for i, a, where in activity_entries(doc, origin, ACTIVITY_KEYS)]
     return Mapping(sources=sources, activities=acts, views=views, timezone=timezone,
                    min_timestamp=min_ts, max_timestamp=max_ts, origin=origin)
 
 
-def parse_sources(doc: dict, base: Path | None, origin: str
-                  ) -> tuple[dict[str, Source], dict[str, str]]:
-    """The ``sources`` and ``views`` sections (shared by the classic and OCEL forms)."""
-    raw_sources = doc.get("sources") or {}
-    if not isinstance(raw_sources, dict) or not raw_sources:
-        raise MappingError(f"{origin}: 'sources' must name at least one source")
-    sources = {}
-    for name, s in raw_sources.items():
-        where = f"{origin}: source {name!r}"
-        if not isinstance(s, dict):
-            raise MappingError(f"{where}: must be a mapping")
-        check_keys(s, SOURCE_KEYS, where, {"password": _CREDENTIALS, "user": _CREDENTIALS})
-        fmt = str(s.get("format", "")).lower()
-        if fmt not in FORMATS:
-            raise MappingError(f"{origin}: source {name!r}: format must be one of "
-                               f"{sorted(FORMATS)}, got {s.get('format')!r}")
-        if fmt == "jdbc":
-            for key in ("url", "table"):
-                if not s.get(key):
-                    raise MappingError(f"{origin}: source {name!r}: jdbc needs {key!r}")
-        elif not s.get("path"):
-            raise MappingError(f"{origin}: source {name!r}: needs 'path'")
-        options = s.get("options") or {}
-        if not isinstance(options, dict):
-            raise MappingError(f"{where}: 'options' must map reader options to values")
-        sources[name] = Source(
-            name=name, format=fmt,
-            path=_resolve(str(s["path"]), base, f"{where}: path") if s.get("path") else None,
-            options={str(k): str(v) for k, v in options.items()},
-            url=_expand(str(s["url"]), f"{where}: url") if s.get("url") else None,
-            table=s.get("table"), user_env=s.get("user_env"), password_env=s.get("password_env"),
-            partition_column=s.get("partition_column"),
-            lower_bound=s.get("lower_bound"), upper_bound=s.get("upper_bound"),
-            num_partitions=s.get("num_partitions"),
-        )
-    views = doc.get("views") or {}
-    if not isinstance(views, dict):
-        raise MappingError(f"{origin}: 'views' must map names to SQL queries")
-    clash = set(views) & set(sources)
-    if clash:
-        raise MappingError(f"{origin}: view names clash with sources: {sorted(clash)}")
-    return sources, {str(k): str(v) for k, v in views.items()}
+def _activity(i: int, a: dict, where: str, tables: list[str]) -> Activity:
+    where = f"{where} ({a.get('name') or a.get('activity')})"
+    for key in ("source", "case_id", "timestamp"):
+        if not a.get(key):
+            raise MappingError(f"{where}: missing {key!r}")
+    return Activity(
+        index=i, source=source_of(a, where, tables), case_id=str(a["case_id"]),
+        timestamp=str(a["timestamp"]), name=a.get("name"), activity=a.get("activity"),
+        resource=a.get("resource"), lifecycle=a.get("lifecycle"), where=a.get("where"),
+        attributes=attributes_of(a.get("attributes"), where),
+        timestamp_format=a.get("timestamp_format"), title=a.get("label"),
+    )

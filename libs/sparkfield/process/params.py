@@ -1,11 +1,14 @@
-"""The event_log and process_mining jobs' parameters: conf keys, flags and the README tables
-come from here."""
+"""The event_log and process_mining jobs' parameters: conf keys, flags, the README tables and
+the typed parameters a run reads (``EVENT_LOG.parse(cfg.job)``) come from here."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 from typing import Any
 
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
 _CLASSIFIER = Param("classifier", "str", "name", "event classifier: name, or name and "
@@ -69,3 +72,48 @@ PROCESS_MINING = JobSchema("process_mining", [
 ], output="out/process_mining")
 
 SCHEMAS = {s.job: s for s in (EVENT_LOG, PROCESS_MINING)}
+
+
+@dataclass(frozen=True)
+class EventDates:
+    """Events dated outside ``min_timestamp`` .. ``max_timestamp`` are rejected (None: no
+    bound); kept events dated outside ``suspect_before`` .. ``suspect_after`` are reported
+    (``suspect_after`` None: the time of the run)."""
+
+    min_timestamp: str | None
+    max_timestamp: str | None
+    suspect_before: str
+    suspect_after: str | None
+
+
+def event_dates(p: Any) -> EventDates:
+    """The date parameters of a parsed job section, checked as dates (the schema takes any
+    text). A blank one, or one the job does not have (event_log: its mapping's
+    timestamp_bounds reject), is process_mining's default."""
+    values: dict[str, str | None] = {}
+    for f in fields(EventDates):
+        value = getattr(p, f.name, None)
+        if value is None or not str(value).strip():
+            value = PROCESS_MINING.by_key[f.name].default
+        elif not _is_timestamp(value):
+            raise ConfigError(f"{f.name} must be a date or timestamp (YYYY-MM-DD...), "
+                              f"got {value!r}")
+        values[f.name] = value
+    return EventDates(**values)
+
+
+def _is_timestamp(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def report_params(p: Any, seed: int) -> dict[str, Any]:
+    """The parameters a run report lists: the parsed job section and the sampling seed."""
+    return {**asdict(p), "seed": seed}
+
+
+LogColumns = PROCESS_MINING.params_type("columns")
+"""The column names of an event log read from a file (``columns.*`` of process_mining)."""

@@ -15,7 +15,7 @@ class RenderError(RenderUnavailable):
     """Graphviz is missing or failed."""
 
 
-def _duration(seconds: float) -> str:
+def duration_label(seconds: float) -> str:
     if pd.isna(seconds):
         return ""
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
@@ -24,7 +24,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
-def _q(text: str) -> str:
+def dot_string(text: str) -> str:
     """A DOT string: backslashes and quotes escaped, a line break becomes DOT's ``\\n``."""
     text = str(text).replace("\\", "\\\\").replace('"', '\\"')
     return '"' + text.replace("\r\n", "\n").replace("\n", "\\n") + '"'
@@ -53,20 +53,21 @@ def to_dot(dfg: pd.DataFrame, acts: pd.DataFrame, starts: pd.DataFrame, ends: pd
         shade = int(235 - 150 * a.events / fmax)
         fill = f"#{shade:02x}{shade:02x}ff"
         label = f"{a.activity}\n{a.events:,}"
-        lines.append(f"  {_q(a.activity)} [label={_q(label)}, fillcolor={_q(fill)}];")
+        lines.append(f"  {dot_string(a.activity)} [label={dot_string(label)}, "
+                     f"fillcolor={dot_string(fill)}];")
     for s in starts.itertuples(index=False):
         if s.activity in shown:
-            lines.append(f'  "__start__" -> {_q(s.activity)} [label={_q(f"{s.cases:,}")}, '
-                         'style=dashed];')
+            lines.append(f'  "__start__" -> {dot_string(s.activity)} '
+                         f'[label={dot_string(f"{s.cases:,}")}, style=dashed];')
     for e in ends.itertuples(index=False):
         if e.activity in shown:
-            lines.append(f'  {_q(e.activity)} -> "__end__" [label={_q(f"{e.cases:,}")}, '
-                         'style=dashed];')
+            lines.append(f'  {dot_string(e.activity)} -> "__end__" '
+                         f'[label={dot_string(f"{e.cases:,}")}, style=dashed];')
     for r in arcs.itertuples(index=False):
         width = 0.5 + 4.5 * r.frequency / amax
-        label = f"{r.frequency:,}\n{_duration(r.mean_s)}"
-        lines.append(f"  {_q(r.source)} -> {_q(r.target)} [label={_q(label)}, "
-                     f"penwidth={width:.2f}];")
+        label = f"{r.frequency:,}\n{duration_label(r.mean_s)}"
+        lines.append(f"  {dot_string(r.source)} -> {dot_string(r.target)} "
+                     f"[label={dot_string(label)}, penwidth={width:.2f}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

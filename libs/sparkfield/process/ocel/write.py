@@ -21,13 +21,14 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import Iterable
+from contextlib import closing
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.io import append_parts, hadoop_fs
-from sparkfield.process.ocel import (
+from sparkfield.process.ocel.build import (
     E2O_EVENT,
     E2O_OBJECT,
     EID,
@@ -38,7 +39,7 @@ from sparkfield.process.ocel import (
     TYPE_INDEX,
     OcelTables,
 )
-from sparkfield.process.ocel_mapping import OcelMapping
+from sparkfield.process.ocel.mapping import OcelMapping
 from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ORDER, TIMESTAMP
 
 ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
@@ -207,70 +208,99 @@ def _chunks(df: DataFrame, rows: int | None, per: int = 500_000) -> Iterable:
 def write_sqlite(spark: SparkSession, tables: OcelTables, types: Types, target: str,
                  rows: dict[str, int] | None = None) -> None:
     """``rows``: the row counts of the cached tables (``ocel_events``, ...), when known."""
-    rows = rows or {}
-    etab = table_names(sorted(types.events))
-    otab = table_names(sorted(types.objects))
     fd, local = tempfile.mkstemp(prefix=f"sparkfield-{uuid.uuid4().hex[:8]}-", suffix=".sqlite")
     os.close(fd)
     try:
-        db = sqlite3.connect(local)
-        db.execute("PRAGMA journal_mode=OFF")
-        db.execute("PRAGMA synchronous=OFF")
-        db.execute("CREATE TABLE event (ocel_id TEXT PRIMARY KEY, ocel_type TEXT)")
-        db.execute("CREATE TABLE object (ocel_id TEXT PRIMARY KEY, ocel_type TEXT)")
-        db.execute("CREATE TABLE event_map_type (ocel_type TEXT, ocel_type_map TEXT)")
-        db.execute("CREATE TABLE object_map_type (ocel_type TEXT, ocel_type_map TEXT)")
-        db.execute("CREATE TABLE event_object (ocel_event_id TEXT, ocel_object_id TEXT, "
-                   "ocel_qualifier TEXT, PRIMARY KEY (ocel_event_id, ocel_object_id, "
-                   "ocel_qualifier))")
-        db.execute("CREATE TABLE object_object (ocel_source_id TEXT, ocel_target_id TEXT, "
-                   "ocel_qualifier TEXT, PRIMARY KEY (ocel_source_id, ocel_target_id, "
-                   "ocel_qualifier))")
-        db.executemany("INSERT INTO event_map_type VALUES (?, ?)", sorted(etab.items()))
-        db.executemany("INSERT INTO object_map_type VALUES (?, ?)", sorted(otab.items()))
-        for t, attrs in types.events.items():
-            cols = "".join(f", {_q(a)} TEXT" for a in attrs)
-            db.execute(f"CREATE TABLE {_q('event_' + etab[t])} (ocel_id TEXT PRIMARY KEY, "
-                       f"ocel_time TIMESTAMP{cols})")
-        for t, attrs in types.objects.items():
-            cols = "".join(f", {_q(a)} TEXT" for a in attrs)
-            db.execute(f"CREATE TABLE {_q('object_' + otab[t])} (ocel_id TEXT, ocel_time "
-                       f"TIMESTAMP, ocel_changed_field TEXT{cols})")
-
-        ev = tables.events.select(EID, ACTIVITY, _sql_time(TIMESTAMP).alias("t"), ATTRIBUTES)
-        inserts = {t: (f"INSERT INTO {_q('event_' + etab[t])} VALUES "
-                       f"({', '.join('?' * (2 + len(a)))})", a)
-                   for t, a in types.events.items()}
-        for r in _chunks(ev, rows.get("ocel_events")):
-            sql, attrs = inserts[r[ACTIVITY]]
-            vals = r[ATTRIBUTES] or {}
-            db.execute(sql, (r[EID], r["t"], *[vals.get(a) for a in attrs]))
-            db.execute("INSERT INTO event VALUES (?, ?)", (r[EID], r[ACTIVITY]))
-        _stream(db, "INSERT INTO event_object VALUES (?, ?, ?)",
-                (tuple(r) for r in _chunks(tables.e2o.select(E2O_EVENT, E2O_OBJECT, QUAL),
-                                           rows.get("ocel_e2o"))))
-        _stream(db, "INSERT INTO object_object VALUES (?, ?, ?)",
-                (tuple(r) for r in _chunks(tables.o2o.select(
-                    "ocel_source_id", "ocel_target_id", QUAL), rows.get("ocel_o2o"))))
-        oins = {t: (f"INSERT INTO {_q('object_' + otab[t])} VALUES "
-                    f"({', '.join('?' * (3 + len(a)))})", a) for t, a in types.objects.items()}
-        for r in _chunks(tables.objects, rows.get("ocel_objects")):
-            sql, attrs = oins[r[OTYPE]]
-            vals = r[ATTRIBUTES] or {}
-            db.execute(sql, (r[OID], "1970-01-01 00:00:00.000000+00:00", None,
-                             *[vals.get(a) for a in attrs]))
-            db.execute("INSERT INTO object VALUES (?, ?)", (r[OID], r[OTYPE]))
-        for r in _chunks(tables.changes.select(
-                OID, OTYPE, _sql_time("ocel_time").alias("t"), "ocel_changed_field", "value"),
-                rows.get("ocel_changes")):
-            sql, attrs = oins[r[OTYPE]]
-            db.execute(sql, (r[OID], r["t"], r["ocel_changed_field"],
-                             *[r["value"] if a == r["ocel_changed_field"] else None
-                               for a in attrs]))
-        db.commit()
-        db.close()
+        with closing(sqlite3.connect(local)) as db:
+            _fill(db, tables, types, rows or {})
+            db.commit()
         fs, jtarget = hadoop_fs(spark, target)
         fs.copyFromLocalFile(False, True, spark.sparkContext._jvm.org.apache.hadoop.fs.Path(
             local), jtarget)
     finally:
         os.remove(local)
+
+
+def _fill(db: sqlite3.Connection, tables: OcelTables, types: Types, rows: dict[str, int]
+          ) -> None:
+    """The SQLite-OCEL 2.0 tables, filled from ``tables``."""
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    etab = table_names(sorted(types.events))
+    otab = table_names(sorted(types.objects))
+    _create_tables(db, types, etab, otab)
+    _insert_events(db, tables.events, types, etab, rows.get("ocel_events"))
+    _stream(db, "INSERT INTO event_object VALUES (?, ?, ?)",
+            (tuple(r) for r in _chunks(tables.e2o.select(E2O_EVENT, E2O_OBJECT, QUAL),
+                                       rows.get("ocel_e2o"))))
+    _stream(db, "INSERT INTO object_object VALUES (?, ?, ?)",
+            (tuple(r) for r in _chunks(tables.o2o.select(
+                "ocel_source_id", "ocel_target_id", QUAL), rows.get("ocel_o2o"))))
+    inserts = _insert_statements(types.objects, otab, "object_", 3)
+    _insert_objects(db, tables.objects, inserts, rows.get("ocel_objects"))
+    _insert_changes(db, tables.changes, inserts, rows.get("ocel_changes"))
+
+
+def _create_tables(db: sqlite3.Connection, types: Types, etab: dict[str, str],
+                   otab: dict[str, str]) -> None:
+    db.execute("CREATE TABLE event (ocel_id TEXT PRIMARY KEY, ocel_type TEXT)")
+    db.execute("CREATE TABLE object (ocel_id TEXT PRIMARY KEY, ocel_type TEXT)")
+    db.execute("CREATE TABLE event_map_type (ocel_type TEXT, ocel_type_map TEXT)")
+    db.execute("CREATE TABLE object_map_type (ocel_type TEXT, ocel_type_map TEXT)")
+    db.execute("CREATE TABLE event_object (ocel_event_id TEXT, ocel_object_id TEXT, "
+               "ocel_qualifier TEXT, PRIMARY KEY (ocel_event_id, ocel_object_id, "
+               "ocel_qualifier))")
+    db.execute("CREATE TABLE object_object (ocel_source_id TEXT, ocel_target_id TEXT, "
+               "ocel_qualifier TEXT, PRIMARY KEY (ocel_source_id, ocel_target_id, "
+               "ocel_qualifier))")
+    db.executemany("INSERT INTO event_map_type VALUES (?, ?)", sorted(etab.items()))
+    db.executemany("INSERT INTO object_map_type VALUES (?, ?)", sorted(otab.items()))
+    for t, attrs in types.events.items():
+        cols = "".join(f", {_q(a)} TEXT" for a in attrs)
+        db.execute(f"CREATE TABLE {_q('event_' + etab[t])} (ocel_id TEXT PRIMARY KEY, "
+                   f"ocel_time TIMESTAMP{cols})")
+    for t, attrs in types.objects.items():
+        cols = "".join(f", {_q(a)} TEXT" for a in attrs)
+        db.execute(f"CREATE TABLE {_q('object_' + otab[t])} (ocel_id TEXT, ocel_time "
+                   f"TIMESTAMP, ocel_changed_field TEXT{cols})")
+
+
+def _insert_statements(kinds: dict[str, list[str]], names: dict[str, str], prefix: str,
+                       fixed: int) -> dict[str, tuple[str, list[str]]]:
+    """Per type: the INSERT into its table (``fixed`` leading columns, then one per
+    attribute) and its attribute names."""
+    return {t: (f"INSERT INTO {_q(prefix + names[t])} VALUES "
+                f"({', '.join('?' * (fixed + len(a)))})", a) for t, a in kinds.items()}
+
+
+def _insert_events(db: sqlite3.Connection, events: DataFrame, types: Types,
+                   etab: dict[str, str], rows: int | None) -> None:
+    inserts = _insert_statements(types.events, etab, "event_", 2)
+    ev = events.select(EID, ACTIVITY, _sql_time(TIMESTAMP).alias("t"), ATTRIBUTES)
+    for r in _chunks(ev, rows):
+        sql, attrs = inserts[r[ACTIVITY]]
+        vals = r[ATTRIBUTES] or {}
+        db.execute(sql, (r[EID], r["t"], *[vals.get(a) for a in attrs]))
+        db.execute("INSERT INTO event VALUES (?, ?)", (r[EID], r[ACTIVITY]))
+
+
+def _insert_objects(db: sqlite3.Connection, objects: DataFrame,
+                    inserts: dict[str, tuple[str, list[str]]], rows: int | None) -> None:
+    """Every object with its initial attribute values (at the epoch)."""
+    for r in _chunks(objects, rows):
+        sql, attrs = inserts[r[OTYPE]]
+        vals = r[ATTRIBUTES] or {}
+        db.execute(sql, (r[OID], "1970-01-01 00:00:00.000000+00:00", None,
+                         *[vals.get(a) for a in attrs]))
+        db.execute("INSERT INTO object VALUES (?, ?)", (r[OID], r[OTYPE]))
+
+
+def _insert_changes(db: sqlite3.Connection, changes: DataFrame,
+                    inserts: dict[str, tuple[str, list[str]]], rows: int | None) -> None:
+    """One row per changed field, in the object type's table."""
+    for r in _chunks(changes.select(OID, OTYPE, _sql_time("ocel_time").alias("t"),
+                                    "ocel_changed_field", "value"), rows):
+        sql, attrs = inserts[r[OTYPE]]
+        db.execute(sql, (r[OID], r["t"], r["ocel_changed_field"],
+                         *[r["value"] if a == r["ocel_changed_field"] else None
+                           for a in attrs]))

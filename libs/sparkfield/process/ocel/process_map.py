@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sparkfield.process.process_map import _duration, _q
+from sparkfield.process.process_map import dot_string, duration_label
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]
@@ -31,22 +31,23 @@ def to_dot(dfgs: dict[str, pd.DataFrame], activities: pd.DataFrame,
              '  edge [fontname="Helvetica", fontsize=10];',
              '  subgraph cluster_legend { label="object types"; fontname="Helvetica";']
     for t, c in colours.items():
-        lines.append(f"    {_q('__type_' + t)} [label={_q(t)}, shape=plaintext, "
-                     f"fillcolor=white, fontcolor={_q(c)}];")
+        lines.append(f"    {dot_string('__type_' + t)} [label={dot_string(t)}, shape=plaintext, "
+                     f"fillcolor=white, fontcolor={dot_string(c)}];")
     lines.append("  }")
     for a in activities.itertuples(index=False):
         if a.activity not in shown:
             continue
         shade = int(235 - 150 * a.events / fmax)
         label = f"{a.activity}\n{a.events:,}"
-        lines.append(f"  {_q(a.activity)} [label={_q(label)}, "
-                     f"fillcolor={_q(f'#{shade:02x}{shade:02x}ff')}];")
+        lines.append(f"  {dot_string(a.activity)} [label={dot_string(label)}, "
+                     f"fillcolor={dot_string(f'#{shade:02x}{shade:02x}ff')}];")
     for t, arcs in kept.items():
         for r in arcs.itertuples(index=False):
             width = 0.5 + 4.5 * r.frequency / amax
-            label = f"{t}: {r.frequency:,}\n{_duration(r.mean_s)}"
-            lines.append(f"  {_q(r.source)} -> {_q(r.target)} [label={_q(label)}, "
-                         f"color={_q(colours[t])}, fontcolor={_q(colours[t])}, "
+            label = f"{t}: {r.frequency:,}\n{duration_label(r.mean_s)}"
+            lines.append(f"  {dot_string(r.source)} -> {dot_string(r.target)} "
+                         f"[label={dot_string(label)}, "
+                         f"color={dot_string(colours[t])}, fontcolor={dot_string(colours[t])}, "
                          f"penwidth={width:.2f}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,360 @@
+"""Object-centric event logs (OCEL 2.0) from source tables, built and validated in Spark.
+
+Tables (all DataFrames, nothing collected):
+
+* ``events``: ``ocel_id``, activity, timestamp, attributes, src_order, row_order
+* ``objects``: ``ocel_id``, ``ocel_type``, type_index, attributes
+* ``e2o``: ``ocel_event_id``, ``ocel_object_id``, ``ocel_type`` (the object's), ``ocel_qualifier``
+* ``o2o``: ``ocel_source_id``, ``ocel_target_id``, ``ocel_qualifier``
+* ``changes``: ``ocel_id``, ``ocel_type``, ``ocel_time``, ``ocel_changed_field``, value
+
+Object ids are ``<type>:<key>`` (:func:`object_id`), the source key prefixed by its object
+type, so they are unique across the log by construction, as OCEL 2.0 requires, even where
+source systems number every table from 1; the source key itself is kept as the object
+attribute ``source_key``. Validation follows the standard's rules: every event and object has a
+type, an object id is used once, every relation names an existing event and object of the
+declared type. What breaks a rule becomes a reject (source, reason, record as JSON), never a
+silent drop.
+
+Event ids are ``e`` + a 64-bit hash of the event's content (activity, time, source position,
+attributes, objects): stable from run to run without a global sort. Events with equal
+timestamps are ordered as in the classic extraction: the mapping's activity order, then the
+source row order, then the activity name (``schema.ORDER``); the files list events in that order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from sparkfield.core.io import CORRUPT_COL, corrupt_record, rejects_of
+from sparkfield.process.events import REASON, parse_timestamp
+from sparkfield.process.ocel.mapping import SOURCE_KEY, OcelActivity, OcelMapping
+from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
+from sparkfield.process.sources import ROW_COL, compile_expr, source_frames
+
+EID, OID, OTYPE, QUAL = "ocel_id", "ocel_id", "ocel_type", "ocel_qualifier"
+E2O_EVENT, E2O_OBJECT = "ocel_event_id", "ocel_object_id"
+TYPE_INDEX = "type_index"
+
+Keep = Callable[[DataFrame, str], DataFrame]
+"""Applied to a named row set that several tables derive from (e.g. persist it)."""
+
+
+def object_id(type_name: str, key: Column) -> Column:
+    """The log-wide object id of a source key: ``<type>:<key>`` (null for a null key)."""
+    return F.concat(F.lit(f"{type_name}:"), key)
+
+
+def object_key(type_name: str, oid: Column) -> Column:
+    """The source key of an object id of ``type_name`` (the inverse of :func:`object_id`)."""
+    return oid.substr(len(type_name) + 2, 2 ** 31 - 1)
+
+
+def _blank(col: Column) -> Column:
+    return col.isNull() | (F.trim(col) == "")
+
+
+def _id_of(type_name: str, key: Column) -> Column:
+    """The object id of a key; null for a blank key."""
+    return F.when(~_blank(key), object_id(type_name, key))
+
+
+@dataclass
+class OcelTables:
+    events: DataFrame
+    objects: DataFrame
+    e2o: DataFrame
+    o2o: DataFrame
+    changes: DataFrame
+    rejects: DataFrame  # source, reason, record
+
+
+@dataclass
+class OcelPlan:
+    """The log planned from its sources, every expression checked, no data read: the rows of
+    each kind with ``reject_reason`` set where a rule within the rows is broken (relations
+    are checked against the objects by :func:`validate`)."""
+
+    mapping: OcelMapping
+    objects: DataFrame
+    events: DataFrame  # with ``objs``: the related objects (type, id, qualifier, key)
+    changes: DataFrame | None  # object attribute changes; None when the mapping has none
+    o2o: DataFrame | None  # object-to-object relations; None when the mapping has none
+
+
+def _filtered(df: DataFrame, where: str | None, label: str) -> DataFrame:
+    return df.where(compile_expr(df, where, label, "where", boolean=True)) if where else df
+
+
+def _attr_map(df: DataFrame, attrs: dict[str, str], label: str) -> Column:
+    if not attrs:
+        return F.lit(None).cast("map<string,string>")
+    return F.map_filter(F.create_map(*[
+        x for k, e in attrs.items()
+        for x in (F.lit(k), compile_expr(df, e, label, f"attribute {k}").cast("string"))]),
+        lambda k, v: v.isNotNull())
+
+
+def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None) -> Column:
+    col = compile_expr(df, text, label, "timestamp")
+    dtype = df.select(col.alias("t")).schema["t"].dataType
+    return parse_timestamp(col, dtype, timezone, fmt)
+
+
+def _in_range(ts: Column, mapping: OcelMapping) -> Column:
+    lo = F.lit(mapping.min_timestamp).cast("timestamp")
+    hi = F.lit(mapping.max_timestamp).cast("timestamp")
+    return (ts >= lo) & (ts <= hi)
+
+
+def _bad_time(raw: Column, ts: Column, mapping: OcelMapping, reason: Column) -> Column:
+    """``reason`` followed by the timestamp rules: given, parseable, within the bounds."""
+    return (reason.when(_blank(raw), "null timestamp")
+            .when(ts.isNull(), "unparseable timestamp")
+            .when(~_in_range(ts, mapping), "timestamp out of range"))
+
+
+def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame:
+    """Object rows of every type with ``reject_reason`` (null for a good object)."""
+    parts = []
+    for t in mapping.objects.values():
+        df = _filtered(frames[t.source], t.where, t.label)
+        key = compile_expr(df, t.id, t.label, "id").cast("string")
+        attrs = F.map_concat(F.create_map(F.lit(SOURCE_KEY), key),
+                             F.coalesce(_attr_map(df, t.attributes, t.label),
+                                        F.create_map().cast("map<string,string>")))
+        parts.append(df.select(
+            _id_of(t.name, key).alias(OID), key.alias("key"),
+            F.lit(t.name).alias(OTYPE), F.lit(t.index).alias(TYPE_INDEX),
+            attrs.alias(ATTRIBUTES), F.col(ROW_COL).alias(ROW_ORDER),
+            corrupt_record(df).alias(CORRUPT_COL)))
+    rows = reduce(DataFrame.unionByName, parts)
+    malformed = F.col(CORRUPT_COL).isNotNull()
+    w = Window.partitionBy(malformed, OID).orderBy(TYPE_INDEX, ROW_ORDER,
+                                                   F.to_json(ATTRIBUTES))
+    reason = (F.when(malformed, "malformed row")
+              .when(F.col(OID).isNull(), "null object id")
+              .when(F.row_number().over(w) > 1, "duplicate object id"))
+    return rows.withColumn(REASON, reason)
+
+
+def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str) -> DataFrame:
+    """One activity's event rows with their related objects (``objs``)."""
+    ts = compile_expr(df, a.timestamp, a.label, "timestamp")
+    name = F.lit(a.name) if a.name else compile_expr(df, a.activity, a.label, "activity")
+    keys = [compile_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id").cast("string")
+            for j, o in enumerate(a.objects)]
+    objs = F.array(*[F.struct(
+        F.lit(o.type).alias("type"), _id_of(o.type, k).alias("id"),
+        F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
+        for o, k in zip(a.objects, keys, strict=True)])
+    return df.select(
+        name.cast("string").alias(ACTIVITY),
+        _time(df, a.timestamp, a.label, timezone, a.timestamp_format).alias(TIMESTAMP),
+        ts.cast("string").alias("timestamp_raw"),
+        _attr_map(df, a.attributes, a.label).alias(ATTRIBUTES), objs.alias("objs"),
+        F.lit(a.index).alias(SRC_ORDER), F.col(ROW_COL).alias(ROW_ORDER),
+        corrupt_record(df).alias(CORRUPT_COL))
+
+
+def plan_events(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame:
+    """Event rows with their related objects (``objs``: type, id, qualifier) and
+    ``reject_reason``."""
+    rows = reduce(DataFrame.unionByName, [
+        _activity_rows(_filtered(frames[a.source], a.where, a.label), a, mapping.timezone)
+        for a in mapping.activities])
+    objs_json = F.to_json(F.array_sort(F.col("objs")))
+    attrs_json = F.coalesce(F.to_json(ATTRIBUTES), F.lit(""))
+    reason = _bad_time(F.col("timestamp_raw"), F.col(TIMESTAMP), mapping,
+                       F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
+                       .when(_blank(F.col(ACTIVITY)), "null activity"))
+    rows = rows.withColumn(REASON, reason)
+    key = [ACTIVITY, TIMESTAMP, attrs_json, objs_json]
+    w = Window.partitionBy(F.col(REASON).isNull(), *key).orderBy(SRC_ORDER, ROW_ORDER)
+    dup = F.col(REASON).isNull() & (F.row_number().over(w) > 1)
+    rows = rows.withColumn(REASON, F.when(dup, "duplicate event").otherwise(F.col(REASON)))
+    eid = F.concat(F.lit("e"), F.lower(F.hex(F.xxhash64(
+        ACTIVITY, F.unix_micros(TIMESTAMP), SRC_ORDER, ROW_ORDER, attrs_json, objs_json))))
+    return rows.withColumn(EID, eid)
+
+
+def plan_changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | None:
+    """Object attribute changes, one row per changed field (``source`` names the change)."""
+    parts = []
+    for t in mapping.objects.values():
+        for j, c in enumerate(t.changes):
+            label = f"{t.label}: change #{j + 1}"
+            df = _filtered(frames[c.source], c.where, label)
+            key = compile_expr(df, c.id, label, "id").cast("string")
+            parts.append(df.select(
+                _id_of(t.name, key).alias(OID), key.alias("key"), F.lit(t.name).alias(OTYPE),
+                _time(df, c.timestamp, label, mapping.timezone, c.timestamp_format)
+                .alias("ocel_time"),
+                compile_expr(df, c.timestamp, label, "timestamp").cast("string").alias("time_raw"),
+                F.explode(_attr_map(df, c.attributes, label)).alias(
+                    "ocel_changed_field", "value"),
+                F.lit(label).alias("source"), corrupt_record(df).alias(CORRUPT_COL)))
+    return reduce(DataFrame.unionByName, parts) if parts else None
+
+
+def plan_o2o(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | None:
+    """Object-to-object relation rows (``source`` names the relation)."""
+    parts = []
+    for r in mapping.object_relations:
+        df = _filtered(frames[r.source], r.where, r.label)
+        src = compile_expr(df, r.from_id, r.label, "from id").cast("string")
+        tgt = compile_expr(df, r.to_id, r.label, "to id").cast("string")
+        parts.append(df.select(
+            _id_of(r.from_type, src).alias("ocel_source_id"),
+            F.lit(r.from_type).alias("source_type"),
+            _id_of(r.to_type, tgt).alias("ocel_target_id"),
+            F.lit(r.to_type).alias("target_type"), F.lit(r.qualifier).alias(QUAL),
+            F.lit(r.label).alias("source"), src.alias("source_key"), tgt.alias("target_key"),
+            corrupt_record(df).alias(CORRUPT_COL)))
+    return reduce(DataFrame.unionByName, parts) if parts else None
+
+
+def plan(spark: SparkSession, mapping: OcelMapping) -> OcelPlan:
+    """Plan the whole log: the sources' headers are read and every expression is checked,
+    no data yet."""
+    return plan_from(source_frames(spark, mapping), mapping)
+
+
+def plan_from(frames: dict[str, DataFrame], mapping: OcelMapping) -> OcelPlan:
+    """:func:`plan` on given frames: every source and view of ``mapping`` by name, each with
+    its row order (:func:`~sparkfield.process.sources.with_row_order`)."""
+    return OcelPlan(mapping=mapping, objects=plan_objects(frames, mapping),
+                    events=plan_events(frames, mapping), changes=plan_changes(frames, mapping),
+                    o2o=plan_o2o(frames, mapping))
+
+
+def _activity_label(a: OcelActivity) -> str:
+    return a.label.removeprefix("activity ").strip("'")
+
+
+def reject_kinds(mapping: OcelMapping) -> dict[str, str]:
+    """What each ``source`` of the rejects table holds: objects, events, e2o, o2o or
+    changes."""
+    kinds = {_activity_label(a): "events" for a in mapping.activities}
+    kinds.update({f"e2o {_activity_label(a)}": "e2o" for a in mapping.activities})
+    kinds.update({r.label: "o2o" for r in mapping.object_relations})
+    for t in mapping.objects.values():
+        kinds[f"object type {t.name}"] = "objects"
+        kinds.update({f"{t.label}: change #{j + 1}": "changes" for j in range(len(t.changes))})
+    return kinds
+
+
+def _activity_source(mapping: OcelMapping) -> Column:
+    """The activity label of an event row, by its ``src_order``."""
+    labels = {a.index: _activity_label(a) for a in mapping.activities}
+    return F.element_at(F.create_map(*[x for i, lab in labels.items()
+                                       for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
+
+
+def _known(objects: DataFrame, alias: str) -> DataFrame:
+    """The ids of the good objects, as column ``alias``."""
+    return objects.select(F.col(OID).alias(alias))
+
+
+def _e2o(events: DataFrame, objects: DataFrame, act_source: Column, keep: Keep
+         ) -> tuple[DataFrame, DataFrame]:
+    """Event-to-object relations (each must name a known object of the declared type) and
+    their rejects."""
+    rel = events.select(EID, ACTIVITY, SRC_ORDER, F.explode("objs").alias("o")).select(
+        F.col(EID).alias(E2O_EVENT), ACTIVITY, SRC_ORDER, F.col("o.id").alias(E2O_OBJECT),
+        F.col("o.key").alias("key"), F.col("o.type").alias("declared_type"),
+        F.col("o.qualifier").alias(QUAL))
+    known = _known(objects, "_oid")
+    rel = rel.join(known, rel[E2O_OBJECT] == known["_oid"], "left")
+    rel = keep(rel.withColumn(REASON, F.when(F.col(E2O_OBJECT).isNull(), "null object id")
+                              .when(F.col("_oid").isNull(), "unknown object")),
+               "ocel_e2o_rows")
+    rejects = rejects_of(rel, F.concat(F.lit("e2o "), act_source),
+                         fields=[E2O_EVENT, ACTIVITY, "key", "declared_type", QUAL])
+    e2o = rel.where(F.col(REASON).isNull()).select(
+        E2O_EVENT, E2O_OBJECT, F.col("declared_type").alias(OTYPE), QUAL).dropDuplicates()
+    return e2o, rejects
+
+
+def _o2o(rows: DataFrame | None, objects: DataFrame, keep: Keep
+         ) -> tuple[DataFrame, DataFrame | None]:
+    """Object-to-object relations between known objects and their rejects (None: no
+    relation in the mapping)."""
+    if rows is None:
+        empty = objects.sparkSession.createDataFrame(
+            [], "ocel_source_id string, ocel_target_id string, ocel_qualifier string")
+        return empty, None
+    src, tgt = _known(objects, "_s"), _known(objects, "_t")
+    o2o = (rows.join(src, rows["ocel_source_id"] == src["_s"], "left")
+           .join(tgt, rows["ocel_target_id"] == tgt["_t"], "left"))
+    reason = (F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
+              .when(F.col("ocel_source_id").isNull() | F.col("ocel_target_id").isNull(),
+                    "null object id")
+              .when(F.col("_s").isNull(), "unknown source object")
+              .when(F.col("_t").isNull(), "unknown target object"))
+    o2o = keep(o2o.withColumn(REASON, reason), "ocel_o2o_rows")
+    rejects = rejects_of(o2o, F.col("source"), fields=[
+        "source_key", "source_type", "target_key", "target_type", QUAL])
+    good = o2o.where(F.col(REASON).isNull()).select(
+        "ocel_source_id", "ocel_target_id", QUAL).dropDuplicates()
+    return good, rejects
+
+
+def _changes(rows: DataFrame | None, objects: DataFrame, mapping: OcelMapping, keep: Keep
+             ) -> tuple[DataFrame, DataFrame | None]:
+    """Attribute changes of known objects, timed within the bounds, and their rejects
+    (None: no change in the mapping)."""
+    if rows is None:
+        empty = objects.sparkSession.createDataFrame(
+            [], "ocel_id string, ocel_type string, ocel_time timestamp, "
+                "ocel_changed_field string, value string")
+        return empty, None
+    known = _known(objects, "_oid")
+    ch = rows.join(known, rows[OID] == known["_oid"], "left")
+    reason = _bad_time(F.col("time_raw"), F.col("ocel_time"), mapping,
+                       F.when(F.col(CORRUPT_COL).isNotNull(), "malformed row")
+                       .when(F.col(OID).isNull(), "null object id")
+                       .when(F.col("_oid").isNull(), "unknown object"))
+    ch = keep(ch.withColumn(REASON, reason), "ocel_change_rows")
+    rejects = rejects_of(ch, F.col("source"), fields=[
+        "key", OTYPE, "time_raw", "ocel_changed_field", "value"])
+    good = ch.where(F.col(REASON).isNull()).select(
+        OID, OTYPE, "ocel_time", "ocel_changed_field", "value").dropDuplicates()
+    return good, rejects
+
+
+def validate(planned: OcelPlan, keep: Keep | None = None) -> OcelTables:
+    """The log's tables and its rejects: what breaks a rule of the standard becomes a reject.
+    ``keep`` (e.g. persist) is applied to the validated row sets that both the log and its
+    rejects are derived from, so that nothing is computed twice."""
+    keep = keep or (lambda df, name: df)
+    mapping = planned.mapping
+    objects_all = keep(planned.objects, "ocel_object_rows")
+    events_all = keep(planned.events, "ocel_event_rows")
+    act_source = _activity_source(mapping)
+    objects = objects_all.where(F.col(REASON).isNull()).select(
+        OID, OTYPE, TYPE_INDEX, ATTRIBUTES, ROW_ORDER)
+    events = events_all.where(F.col(REASON).isNull()).select(
+        EID, ACTIVITY, TIMESTAMP, ATTRIBUTES, SRC_ORDER, ROW_ORDER, "objs")
+    e2o, e2o_rejects = _e2o(events, objects, act_source, keep)
+    o2o, o2o_rejects = _o2o(planned.o2o, objects, keep)
+    changes, change_rejects = _changes(planned.changes, objects, mapping, keep)
+    rejects = [rejects_of(objects_all, F.concat(F.lit("object type "), F.col(OTYPE)),
+                          fields=["key", OTYPE, ATTRIBUTES]),
+               rejects_of(events_all, act_source,
+                          fields=[ACTIVITY, "timestamp_raw", ATTRIBUTES, "objs"]),
+               e2o_rejects, o2o_rejects, change_rejects]
+    return OcelTables(events=events.drop("objs"), objects=objects, e2o=e2o, o2o=o2o,
+                      changes=changes,
+                      rejects=reduce(DataFrame.unionByName, [r for r in rejects if r is not None]))
+
+
+def build(spark: SparkSession, mapping: OcelMapping, keep: Keep | None = None) -> OcelTables:
+    """:func:`plan` and :func:`validate` in one: the whole log of ``mapping``."""
+    return validate(plan(spark, mapping), keep)
