@@ -39,8 +39,8 @@ def _crime_input(spark) -> CrimeInput:
 def _params():
     return SCHEMA.parse({
         "search": {"grid_step_m": 10, "search_radius_m": 25, "competitor_radius_m": 500,
-                   "exclude_m": {"theft": 15}, "top": 3, "count_radius_m": 25,
-                   "tile_cells": 4, "tile_partitions": 2},
+                   "exclude_m": {"theft": 15}, "top": 3, "min_separation_m": 0,
+                   "count_radius_m": 25, "tile_cells": 4, "tile_partitions": 2},
         "categories": CATEGORIES, "ignored_types": ["Homicide"]})
 
 
@@ -77,6 +77,9 @@ def test_compute_counts_and_ranks_without_a_report(spark):
     assert [(r.x, r.y) for r in c.top.itertuples()] == [
         (1000.0, 1000.0), (990.0, 1000.0), (1000.0, 990.0)]
     assert c.top["theft_count"].tolist() == [1, 1, 0]  # the theft within 25 m of each
-    assert [x["name"] for x in s.cached] == ["crimes", "candidates"]
-    assert [x["rows"] for x in s.cached] == [3, 15]
+    assert [x["name"] for x in s.cached] == ["crimes", "search"]
+    # the search's cache: the 15 candidates and a count row for each of the 4 tiles (4 x 4
+    # cells of 10 m) around A; the counts add up to the 21 points in reach
+    assert [x["rows"] for x in s.cached] == [3, 15 + 4]
+    assert c.in_search_count == s.counts["lattice_points_in_search"] == 21
     assert {x["step"] for x in s.steps} == {"count_inputs", "stations", "search_search", "rank"}

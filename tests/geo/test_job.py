@@ -118,7 +118,7 @@ def test_run_report_accounts_for_every_row(full_run):
     assert {s["step"] for s in rep["steps"]} >= {"read_inputs", "search_search", "rank"}
     assert rep["skew"]["search.partition_cost_balanced"]["ratio"] <= \
         rep["skew"]["search.partition_cost_unbalanced"]["ratio"]
-    assert [c["name"] for c in rep["cached"]] == ["crime_rows", "crimes", "candidates"]
+    assert [c["name"] for c in rep["cached"]] == ["crime_rows", "crimes", "search"]
     stations = pd.read_csv(out / "stations.csv")
     assert len(stations) == 22 and stations["eligible"].sum() == rep["counts"]["stations_eligible"]
     far = stations[stations["eligible"]]["nearest_competitor_m"]

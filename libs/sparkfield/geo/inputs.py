@@ -13,7 +13,6 @@ from importlib import resources
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from sparkfield.core.errors import InputError
 from sparkfield.core.io import (
@@ -109,12 +108,19 @@ def _csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
     cols = _header(records[0]) if records else []
     if not cols:
         raise InputError(f"{path}: empty file or no header")
-    lines = spark.sparkContext.parallelize(records[1:], 1)  # the header is read above
-    schema = T.StructType([T.StructField(c, T.StringType(), True) for c in cols]
-                          + [T.StructField(CORRUPT_COL, T.StringType(), True)])
-    return spark.read.options(header="false", mode="PERMISSIVE",
-                              columnNameOfCorruptRecord=CORRUPT_COL, **options
-                              ).schema(schema).csv(lines)
+    # records as data, parsed by from_csv (the CSV reader's parser, one record per string): a
+    # DataFrame, so this also works over Spark Connect. The reader skips blank lines; so does
+    # this. One partition in file order, so a seeded sample picks the same rows everywhere.
+    body = [(r,) for r in records[1:] if r.strip(_JAVA_BLANK)]
+    lines = spark.createDataFrame(body, "value string").coalesce(1)
+    ddl = ", ".join(f"`{c.replace('`', '``')}` string" for c in [*cols, CORRUPT_COL])
+    parsed = F.from_csv("value", ddl, {"mode": "PERMISSIVE",
+                                       "columnNameOfCorruptRecord": CORRUPT_COL, **options})
+    return lines.select(parsed.alias("row")).select("row.*")
+
+
+# what Java's String.trim removes: a CSV line of only these is blank to Spark's CSV reader
+_JAVA_BLANK = "".join(chr(c) for c in range(33))
 
 
 def _require(spark: SparkSession, path: str, what: str) -> None:

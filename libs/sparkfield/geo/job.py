@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 import logging
-import math
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
-from pyspark import Accumulator, StorageLevel
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.errors import InputError
 from sparkfield.core.io import AtomicOutput, optional_output, rejects_from_rows
-from sparkfield.core.practices import Checkpointer, cached, cached_rows
+from sparkfield.core.practices import cached
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.geo import maps
-from sparkfield.geo.crs import UTM10N
 from sparkfield.geo.inputs import (
     CrimeInput,
     PointInput,
@@ -31,18 +28,17 @@ from sparkfield.geo.inputs import (
     read_crimes,
     read_stations,
 )
-from sparkfield.geo.params import CoffeeShopsParams, parse
-from sparkfield.geo.search import (
-    crime_counts_near,
-    evaluate_stations,
-    rank,
-    search_with_stats,
-    with_station_names,
+from sparkfield.geo.locations import (
+    Extent,
+    SearchContext,
+    best_locations,
+    check_lattice_size,
+    site_columns,
 )
+from sparkfield.geo.params import CoffeeShopsParams, parse
 
 log = logging.getLogger("sparkfield.geo")
 
-TOP_COLUMNS = ["rank", "station", "x", "y", "longitude", "latitude", "distance_to_station_m"]
 STATION_COLUMNS = ["station", "longitude", "latitude", "x", "y", "nearest_competitor",
                    "nearest_competitor_m", "eligible"]
 CANDIDATE_COLUMNS = "x double, y double, station string, station_id int, distance_m double"
@@ -109,10 +105,10 @@ def run(spark: SparkSession, cfg: Config) -> CoffeeShopResult:
     seed = cfg.practices.sample_seed
     report = RunReport("coffee_shops", params=_report_params(p, paths, seed))
     level = cfg.practices.storage_level
-    check_lattice_size(p, 1)  # one station: refused before anything is read
+    check_lattice_size(p.search, 1, _extent(p))  # one station: refused before anything is read
     with report.step("read_inputs"):
         crime_in, stations_in, competitors_in = read_inputs(spark, p, paths, seed)
-    check_lattice_size(p, len(stations_in.points))
+    check_lattice_size(p.search, len(stations_in.points), _extent(p))
     with optional_output(spark, p.output, "coffee_shops") as out, ExitStack() as stack:
         # the crime file is parsed once: counts, search, rejects and maps all read this cache
         stack.enter_context(cached(crime_in.classified, "crime_rows", level, report))
@@ -157,33 +153,18 @@ def compute(spark: SparkSession, p: CoffeeShopsParams, crime_in: CrimeInput,
             local_checkpoint: bool = False) -> CoffeeShopComputed:
     """The read inputs in; the eligible stations, the ranked locations, every candidate, the
     crime density and what was counted out. Writes nothing; the frames it caches live as
-    long as ``stack``."""
+    long as ``stack``. The search and ranking are :func:`best_locations`'."""
     stats = Stats()
     rejects = _count_inputs(spark, p, crime_in, stations_in, competitors_in, stats)
-    with stats.step("stations"):
-        stations = evaluate_stations(stations_in.points, competitors_in.points,
-                                     p.search.competitor_radius_m)
-        eligible = stations[stations["eligible"]].reset_index(drop=True)
-    stats.counts["stations_eligible"] = int(len(eligible))
-    c = CoffeeShopComputed(stations=stations, top=_empty_top(p), rejects=rejects, stats=stats)
-    if eligible.empty:
-        stats.note("no eligible station: every station has a competitor within "
-                   f"{p.search.competitor_radius_m:g} m")
-        return c
-
-    c.crimes = stack.enter_context(cached(crime_in.crimes, "crimes", level, stats))
-    found, in_search = _search(spark, p, c.crimes, eligible, stats, local_checkpoint, stack)
-    cands, n_candidates = stack.enter_context(cached_rows(found, "candidates", level, stats))
-    with stats.step("rank"):
-        top = rank(cands, p.search.top).toPandas()
-    c.candidates = cands
-    c.candidate_count = int(n_candidates)
-    c.in_search_count = int(in_search.value)
-    c.top = _describe_top(spark, p, top, c.crimes)
-    c.density = crime_density(c.crimes)
-    stats.counts["lattice_points_in_search"] = c.in_search_count
-    stats.outputs["candidates"] = c.candidate_count
-    stats.outputs["top_locations"] = int(len(c.top))
+    ctx = SearchContext(stack, stats, level, local_checkpoint)
+    top = best_locations(crime_in.crimes, stations_in.points, competitors_in.points,
+                         **asdict(p.search), context=ctx)
+    c = CoffeeShopComputed(stations=ctx.stations, top=top[_top_columns(p)], rejects=rejects,
+                           stats=stats, crimes=ctx.crimes, candidates=ctx.candidates,
+                           candidate_count=ctx.candidate_count,
+                           in_search_count=ctx.in_search_count)
+    if ctx.crimes is not None:
+        c.density = crime_density(ctx.crimes)
     return c
 
 
@@ -237,95 +218,13 @@ def _why_no_crimes(outcomes: dict[str, int]) -> str:
         for k, v in sorted(outcomes.items(), key=lambda kv: -kv[1])[:6])
 
 
-def lattice_estimate(p: CoffeeShopsParams, stations: int) -> float:
-    """Lattice points the first search level visits at most: each station's disk, capped by
-    the study area. Refinement levels add ``refine_keep`` boxes of a few cells each."""
-    s, a = p.search, p.study_area
-    per_station = math.pi * s.search_radius_m ** 2 / s.grid_step_m ** 2
-    area_points = ((a.xmax - a.xmin) / s.grid_step_m + 1) * ((a.ymax - a.ymin) / s.grid_step_m + 1)
-    total = min(stations * per_station, area_points)
-    prev = s.grid_step_m
-    for step in s.refine:
-        total = max(total, s.refine_keep * (2 * prev / step + 1) ** 2)
-        prev = step
-    return total
-
-
-def check_lattice_size(p: CoffeeShopsParams, stations: int) -> None:
-    """Refuse a search too large to finish (exit 2) before any Spark work."""
-    s = p.search
-    n = lattice_estimate(p, stations)
-    if n > s.max_lattice_points:
-        raise ConfigError(
-            f"the search lattice would have about {n:.2g} points ({stations} station(s), "
-            f"{s.search_radius_m:g} m radius, {s.grid_step_m:g} m step), over the limit of "
-            f"{s.max_lattice_points:.2g}: use a larger --grid-step-m (or --refine), or raise "
-            "search.max_lattice_points in conf/jobs/coffee_shops.yaml")
+def _extent(p: CoffeeShopsParams) -> Extent:
+    a = p.study_area
+    return a.xmin, a.ymin, a.xmax, a.ymax
 
 
 def _top_columns(p: CoffeeShopsParams) -> list[str]:
-    return TOP_COLUMNS + [f"{c}_count" for c in p.categories] + ["count_radius_m"]
-
-
-def _empty_top(p: CoffeeShopsParams) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype="object") for c in _top_columns(p)})
-
-
-def _default_partitions(spark: SparkSession) -> int:
-    return max(2, 4 * spark.sparkContext.defaultParallelism)
-
-
-def _search(spark: SparkSession, p: CoffeeShopsParams, crimes: DataFrame,
-            eligible: pd.DataFrame, stats: Stats, local_checkpoint: bool, stack: ExitStack
-            ) -> tuple[DataFrame, Accumulator[int]]:
-    """Every candidate of the last search level, and the lattice points that level had in
-    reach (counted as the candidates are computed). Each level before the last keeps its
-    ``refine_keep`` best cells and the next, finer, level looks only around them."""
-    s = p.search
-    parts = s.tile_partitions or _default_partitions(spark)
-    steps = [s.grid_step_m, *s.refine]
-    checkpoint = Checkpointer(every=1, local=local_checkpoint, stack=stack)
-    boxes = None
-    for level, step in enumerate(steps):
-        in_search = spark.sparkContext.accumulator(0)
-        label = f"level{level}_step{step:g}m" if len(steps) > 1 else "search"
-        last = level == len(steps) - 1
-        with stats.step(f"search_{label}"):
-            found, measured = search_with_stats(spark, crimes, eligible, s.search_radius_m,
-                                                s.exclude_m, step, s.tile_cells, parts, boxes,
-                                                in_search)
-            measured.to_report(stats, label)
-            found = with_station_names(found, eligible, spark)
-            if not last:
-                found = checkpoint(found, level + 1)
-                boxes = _best_boxes(found, step, s.refine_keep)
-                stats.counts[f"{label}.candidates"] = found.count()
-        if last or not boxes:
-            return found, in_search
-    raise AssertionError("the search has at least one level")
-
-
-def _best_boxes(found: DataFrame, step: float, keep: int
-                ) -> list[tuple[float, float, float, float]]:
-    """One cell around each of the ``keep`` best candidates: where the next level looks."""
-    best = rank(found, keep).select("x", "y").collect()
-    return [(r["x"] - step, r["y"] - step, r["x"] + step, r["y"] + step) for r in best]
-
-
-def _describe_top(spark: SparkSession, p: CoffeeShopsParams, top: pd.DataFrame,
-                  crimes: DataFrame) -> pd.DataFrame:
-    if top.empty:
-        return _empty_top(p)
-    radius = p.search.count_radius_m
-    top = top.reset_index(drop=True)
-    top.insert(0, "rank", np.arange(1, len(top) + 1))
-    lon, lat = UTM10N.to_lonlat(top["x"].to_numpy(), top["y"].to_numpy())
-    top["longitude"] = np.round(lon, 7)
-    top["latitude"] = np.round(lat, 7)
-    top = top.rename(columns={"distance_m": "distance_to_station_m"})
-    top = crime_counts_near(top, crimes, radius, list(p.categories), spark)
-    top["count_radius_m"] = radius
-    return top[_top_columns(p)]
+    return site_columns(list(p.categories))
 
 
 def crime_density(crimes: DataFrame) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 
@@ -44,14 +45,53 @@ def map_figure(
     for n, r in enumerate(top.itertuples(index=False)):
         ax.scatter([r.x], [r.y], marker="*", c="gold", edgecolors="black", s=180, zorder=5,
                    label="top location" if n == 0 else None).set_gid(f"top-location-{int(r.rank)}")
-        ax.annotate(str(int(r.rank)), (r.x, r.y), xytext=(4, 4), textcoords="offset points",
-                    fontsize=8)
     ax.set_aspect("equal")
     ax.set_xlabel("x (m, EPSG:26910)")
     ax.set_ylabel("y (m, EPSG:26910)")
     ax.set_title(title)
     ax.legend(loc="lower left", fontsize=8)
+    _rank_labels(fig, ax, top)
     return fig
+
+
+# where a rank label may go, in points from its star: beside it first, then further out
+_OFFSETS = [(dx * r, dy * r) for r in (9, 20, 32, 46)
+            for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (1.4, 0), (-1.4, 0), (0, 1.4),
+                           (0, -1.4))]
+
+
+def _rank_labels(fig: Figure, ax: Axes, top: pd.DataFrame) -> None:
+    """Each top location's rank beside its star, placed where it overlaps no other label or
+    star (stars of close sites otherwise print their numbers over each other); a label moved
+    away from its star gets a leader line."""
+    if top.empty:
+        return
+    import matplotlib.patheffects as pe
+
+    fig.draw_without_rendering()  # the final layout: where each star lands on the page
+    to_points = 72.0 / fig.dpi
+    stars = ax.transData.transform(top[["x", "y"]].to_numpy(dtype=float)) * to_points
+    taken = [(x - 7, y - 7, x + 7, y + 7) for x, y in stars]  # the stars themselves
+    for (x, y), r in zip(stars, top.itertuples(index=False), strict=True):
+        rank = int(r.rank)
+        text = str(rank)
+        w, h = 5.0 * len(text) + 2, 10.0
+        for dx, dy in _OFFSETS:  # the first free place, else the furthest one
+            box = (x + dx - w / 2, y + dy - h / 2, x + dx + w / 2, y + dy + h / 2)
+            if not any(_overlap(box, other) for other in taken):
+                break
+        taken.append(box)
+        leader = ({"arrowprops": {"arrowstyle": "-", "color": "black", "lw": 0.6,
+                                  "shrinkA": 0, "shrinkB": 4}}
+                  if abs(dx) + abs(dy) > 20 else {})
+        ax.annotate(text, (r.x, r.y), xytext=(dx, dy), textcoords="offset points",
+                    ha="center", va="center", fontsize=8, fontweight="bold", zorder=6,
+                    path_effects=[pe.withStroke(linewidth=2.5, foreground="white")],
+                    **leader).set_gid(f"rank-label-{rank}")
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def map_png(

@@ -29,6 +29,9 @@ SCHEMA = JobSchema("coffee_shops", [
           "exclusion radius per crime category (every category needs one)",
           flag="--exclude-m", ge=0),
     Param("search.top", "int", 10, "locations ranked and written", flag="--top", gt=0),
+    Param("search.min_separation_m", "float", 100.0, "distinct sites: in rank order, a "
+          "location is kept when at least this far from every one kept before it; 0 ranks "
+          "every lattice cell", flag="--min-separation-m", ge=0),
     Param("search.count_radius_m", "float", 250.0, "crime counts reported around each top "
           "location", ge=0),
     Param("search.tile_cells", "int", 256, "lattice cells per tile side", gt=0),
@@ -36,7 +39,8 @@ SCHEMA = JobSchema("coffee_shops", [
           "default parallelism", gt=0),
     Param("search.refine", "list[float]", [], "finer steps after grid_step_m around the best "
           "cells, e.g. 10,1 (each smaller than the one before)", flag="--refine", gt=0),
-    Param("search.refine_keep", "int", 50, "best cells kept per refinement level", gt=0),
+    Param("search.refine_keep", "int", 50, "best cells kept per refinement level (and, "
+          "when min_separation_m > 0, the best max(refine_keep, top) distinct sites)", gt=0),
     Param("search.max_lattice_points", "int", 100_000_000, "a larger search lattice is refused "
           "(exit 2) before it starts", gt=0),
     Param("categories", "dict[str,list[str]]",
@@ -63,6 +67,10 @@ SCHEMA = JobSchema("coffee_shops", [
 
 CoffeeShopsParams = SCHEMA.params_type()
 """The typed job section :meth:`JobSchema.parse` builds (``p.search.grid_step_m``)."""
+CoffeeShopsSearchParams = SCHEMA.params_type("search")
+"""Its ``search`` section (``p.search``): the keyword arguments of ``best_locations``."""
+SEARCH_DEFAULTS: dict[str, Any] = SCHEMA.defaults()["search"]
+"""The schema's default of every ``search`` key, by its name in the section."""
 
 
 def parse(job: dict[str, Any] | None) -> CoffeeShopsParams:
@@ -74,6 +82,16 @@ def parse(job: dict[str, Any] | None) -> CoffeeShopsParams:
     if problems:
         raise ConfigError("; ".join(problems))
     return p
+
+
+def parse_search(values: dict[str, Any]) -> CoffeeShopsSearchParams:
+    """The ``search`` section alone (the library's keyword arguments), checked as :func:`parse`
+    checks it: bounds from the schema, refinement steps that shrink."""
+    p = SCHEMA.parse({"search": values})
+    problems = _refine_problems(p)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return p.search
 
 
 def _exclusion_problems(p: CoffeeShopsParams) -> list[str]:

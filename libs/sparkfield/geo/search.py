@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pyspark import Accumulator
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -26,6 +27,13 @@ CANDIDATE_SCHEMA = T.StructType(
         T.StructField("distance_m", T.DoubleType(), False),
     ]
 )
+# what the tile kernel writes: a row per passing lattice point (in_search null) and a row per
+# tile with the lattice points it had in reach (in_search, every other column null), so one
+# pass over the tiles gives both, with no accumulator (which Spark Connect does not have)
+KERNEL_SCHEMA = T.StructType(
+    [T.StructField(f.name, f.dataType, True) for f in CANDIDATE_SCHEMA.fields]
+    + [T.StructField("in_search", T.LongType(), True)]
+)
 
 
 def evaluate_stations(
@@ -33,7 +41,7 @@ def evaluate_stations(
 ) -> pd.DataFrame:
     """Each station with its nearest competitor and whether it is eligible (no competitor at
     distance <= radius). Stations are returned in tie-break order: name, x, y."""
-    out = stations.sort_values(["name", "x", "y"], kind="mergesort").reset_index(drop=True)
+    out = tie_break_order(stations)
     if competitors.empty:
         out["nearest_competitor"] = None
         out["nearest_competitor_m"] = np.nan
@@ -48,6 +56,11 @@ def evaluate_stations(
     out["nearest_competitor_m"] = np.sqrt(nearest2)
     out["eligible"] = ~(nearest2 <= competitor_radius_m * competitor_radius_m)
     return out
+
+
+def tie_break_order(stations: pd.DataFrame) -> pd.DataFrame:
+    """Stations in the order that decides a lattice point equally near two: name, x, y."""
+    return stations.sort_values(["name", "x", "y"], kind="mergesort").reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -124,10 +137,10 @@ def balance_stats(spark: SparkSession, plan: SearchPlan, costs: list[float],
             "partition_cost_balanced": skew_stats(balanced)}
 
 
-def tile_kernel(plan: SearchPlan, in_search: Accumulator[int] | None = None
-                ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
-    """The mapInPandas function: rows (pkey, ti, tj, x, y, r) of whole tiles in, passing
-    lattice points out. A tile with no crime arrives as its marker row (x, y, r null)."""
+def tile_kernel(plan: SearchPlan) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """The mapInPandas function: rows (pkey, ti, tj, x, y, r) of whole tiles in, rows of
+    :data:`KERNEL_SCHEMA` out (passing lattice points, and each tile's count of points in
+    reach). A tile with no crime arrives as its marker row (x, y, r null)."""
     lattice, sx, sy, radius_m, box_list = (plan.lattice, plan.sx, plan.sy, plan.radius_m,
                                            plan.boxes)
 
@@ -146,15 +159,34 @@ def tile_kernel(plan: SearchPlan, in_search: Accumulator[int] | None = None
                 crimes_g["x"].to_numpy(), crimes_g["y"].to_numpy(), crimes_g["r"].to_numpy(),
                 box_list,
             )
-            if in_search is not None:
-                in_search.add(res.in_search)
-            if len(res.x):
-                yield pd.DataFrame(
-                    {"x": res.x, "y": res.y, "station_id": res.station.astype(np.int32),
-                     "distance_m": res.distance}
-                )
+            yield _tile_rows(res.x, res.y, res.station, res.distance, res.in_search)
 
     return run_tiles
+
+
+def _tile_rows(x: np.ndarray, y: np.ndarray, station: np.ndarray, distance: np.ndarray,
+               in_search: int) -> pd.DataFrame:
+    """One tile's kernel rows: its passing points, then its count row."""
+    def column(values: np.ndarray, dtype: str) -> pd.api.extensions.ExtensionArray:
+        return pd.array([*values.tolist(), None], dtype=dtype)
+
+    return pd.DataFrame({
+        "x": column(x, "Float64"), "y": column(y, "Float64"),
+        "station_id": column(station, "Int32"), "distance_m": column(distance, "Float64"),
+        "in_search": pd.array([None] * len(x) + [in_search], dtype="Int64"),
+    })
+
+
+def candidates_of(found: DataFrame) -> DataFrame:
+    """The passing lattice points among the kernel's rows (the tiles' count rows left out)."""
+    return found.where(F.col("in_search").isNull()).drop("in_search")
+
+
+def search_counts(found: DataFrame) -> tuple[int, int]:
+    """(passing lattice points, lattice points in reach) of the kernel's rows, in one pass."""
+    row = found.agg(F.count(F.when(F.col("in_search").isNull(), 1)).alias("passing"),
+                    F.sum("in_search").alias("in_search")).first()
+    return int(row["passing"] or 0), int(row["in_search"] or 0)
 
 
 @dataclass
@@ -173,7 +205,7 @@ class SearchStats:
             report.counts[f"{label}.crime_tile_rows"] = self.crime_tile_rows
 
 
-def search_with_stats(
+def search_tiles(
     spark: SparkSession,
     crimes: DataFrame,
     stations: pd.DataFrame,
@@ -183,10 +215,10 @@ def search_with_stats(
     tile_cells: int,
     partitions: int,
     boxes: Sequence[tuple[float, float, float, float]] | None = None,
-    in_search: Accumulator[int] | None = None,
 ) -> tuple[DataFrame, SearchStats]:
-    """Every passing lattice point (x, y, station_id, distance_m) around ``stations``
-    (eligible ones, in tie-break order), computed tile by tile in Spark, and its stats.
+    """The kernel's rows (:data:`KERNEL_SCHEMA`: every passing lattice point around
+    ``stations``, eligible ones in tie-break order, and each tile's count of points in reach),
+    computed tile by tile in Spark, and the stats of the tiling.
 
     Crimes reach tiles through a bucketing join: each crime is copied to the tiles its
     exclusion disk touches, and only tiles near a station exist. Tiles are weighed (lattice
@@ -195,7 +227,7 @@ def search_with_stats(
     """
     plan = plan_search(stations, radius_m, step, tile_cells, boxes)
     if not plan.tiles:
-        return spark.createDataFrame([], CANDIDATE_SCHEMA), SearchStats()
+        return spark.createDataFrame([], KERNEL_SCHEMA), SearchStats()
     bucketed = bucket_crimes(spark, crimes, plan, exclude_m)
     crime_rows = {
         (r["ti"], r["tj"]): r["n"]
@@ -220,19 +252,39 @@ def search_with_stats(
     found = (
         markers.unionByName(work)
         .repartition(parts, "pkey")
-        .mapInPandas(in_worker(tile_kernel(plan, in_search)), CANDIDATE_SCHEMA)
+        .mapInPandas(in_worker(tile_kernel(plan)), KERNEL_SCHEMA)
     )
     return found, stats
 
 
+def search_with_stats(
+    spark: SparkSession,
+    crimes: DataFrame,
+    stations: pd.DataFrame,
+    radius_m: float,
+    exclude_m: dict[str, float],
+    step: float,
+    tile_cells: int,
+    partitions: int,
+    boxes: Sequence[tuple[float, float, float, float]] | None = None,
+) -> tuple[DataFrame, SearchStats]:
+    """:func:`search_tiles` with only the passing points (x, y, station_id, distance_m)."""
+    found, stats = search_tiles(spark, crimes, stations, radius_m, exclude_m, step, tile_cells,
+                                partitions, boxes)
+    return candidates_of(found), stats
+
+
 def with_station_names(
-    candidates: DataFrame, stations: pd.DataFrame, spark: SparkSession
+    found: DataFrame, stations: pd.DataFrame, spark: SparkSession
 ) -> DataFrame:
+    """``found`` (candidates or kernel rows) with the name of each point's station beside its
+    id; rows without a station (the tiles' count rows) are kept."""
     names = spark.createDataFrame(
         [(int(i), str(n)) for i, n in enumerate(stations["name"])], "station_id int, station string"
     )
-    return candidates.join(F.broadcast(names), "station_id").select(
-        "x", "y", "station", "station_id", "distance_m"
+    extra = ["in_search"] if "in_search" in found.columns else []
+    return found.join(F.broadcast(names), "station_id", "left").select(
+        "x", "y", "station", "station_id", "distance_m", *extra
     )
 
 
@@ -240,6 +292,54 @@ def rank(candidates: DataFrame, n: int) -> DataFrame:
     """The best ``n``: nearest to its station, then station name, then x, then y."""
     order = [F.col("distance_m").asc(), F.col("station").asc(), F.col("x").asc(), F.col("y").asc()]
     return candidates.orderBy(*order).limit(n)
+
+
+# candidates read to the driver at first when sites must be apart; more are looked at in Spark
+SITES_HEAD = 2000
+
+
+def best_sites(candidates: DataFrame, n: int, min_separation_m: float) -> pd.DataFrame:
+    """The best ``n`` distinct sites: candidates visited in :func:`rank` order, each kept when
+    at least ``min_separation_m`` from every one kept before it (``dx*dx + dy*dy >= m*m``);
+    ``0`` keeps every candidate (the plain top ``n``).
+
+    The greedy pass runs on the driver over the best candidates; should they hold fewer than
+    ``n`` sites, each further site is the best candidate that far from all kept ones, found in
+    Spark, so the result is the greedy pass over every candidate without collecting them."""
+    if min_separation_m <= 0:
+        return rank(candidates, n).toPandas()
+    size = max(SITES_HEAD, 100 * n)
+    head = rank(candidates, size).toPandas()
+    kept = head.iloc[greedy_sites(head["x"].to_numpy(), head["y"].to_numpy(), n,
+                                  min_separation_m)]
+    while len(kept) < n and len(head) == size:
+        far = [_at_least(x, y, min_separation_m) for x, y in zip(kept["x"], kept["y"],
+                                                                 strict=True)]
+        nxt = rank(candidates.where(functools.reduce(operator.and_, far)), 1).toPandas()
+        if nxt.empty:
+            break
+        kept = pd.concat([kept, nxt])
+    return kept.reset_index(drop=True)
+
+
+def greedy_sites(x: np.ndarray, y: np.ndarray, n: int, min_separation_m: float) -> list[int]:
+    """Positions of the first ``n`` points (in the given order) each at least
+    ``min_separation_m`` from every point kept before it."""
+    m2 = min_separation_m * min_separation_m
+    alive = np.ones(len(x), dtype=bool)
+    kept: list[int] = []
+    while len(kept) < n and alive.any():
+        k = int(np.argmax(alive))  # the first point not too close to a kept one
+        kept.append(k)
+        dx, dy = x - x[k], y - y[k]
+        alive &= dx * dx + dy * dy >= m2
+        alive[k] = False
+    return kept
+
+
+def _at_least(x: float, y: float, distance_m: float) -> Column:
+    dx, dy = F.col("x") - F.lit(float(x)), F.col("y") - F.lit(float(y))
+    return dx * dx + dy * dy >= F.lit(distance_m * distance_m)
 
 
 def crime_counts_near(
