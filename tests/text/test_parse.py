@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sparkfield.text.normalise import tokens
-from sparkfield.text.parse import element_text, page_text, parse_batches
+from sparkfield.text.parse import check_extract, element_text, page_text, parse_page
 
 BODY = ("<p><span class=\"dropcap\">M</span>uch of the early work on the goddess "
         "Arte<a href=\"/wiki/Artemis\">mis</a> was done by <b>phil</b><i>ologists</i> who read "
@@ -46,15 +46,12 @@ def test_main_mode_leaves_boilerplate_out_and_selector_mode_keeps_its_elements()
 
 
 def test_pages_without_text_are_rejects_with_the_reason():
-    import pandas as pd
-
-    batch = pd.DataFrame({"doc_id": ["a", "b"], "url": ["u1", "u2"],
-                          "html": ["<html><body><script>go()</script><img src=a.png></body></html>",
-                                   PAGE]})
-    main = next(parse_batches("main")(iter([batch])))
-    assert main["error"].tolist()[0] == "no main text found" and main["text"][0] is None
-    assert main["error"][1] is None and "Artemis" in main["text"][1]
-    sel = next(parse_batches("selector", "div.none")(iter([batch])))
-    assert sel["error"].tolist() == ["no text in 'div.none' elements"] * 2
+    empty = "<html><body><script>go()</script><img src=a.png></body></html>"
+    assert parse_page(empty, "main", "p") == (None, None, "no main text found")
+    _, text, error = parse_page(PAGE, "main", "p")
+    assert error is None and "Artemis" in text
+    assert [parse_page(h, "selector", "div.none")[2] for h in (empty, PAGE)] == [
+        "no text in 'div.none' elements"] * 2
+    assert parse_page(None, "main", "p") == (None, None, "no HTML")
     with pytest.raises(ValueError, match="extract must be one of"):
-        parse_batches("everything")
+        check_extract("everything")

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 REPLACEMENT = "\ufffd"
 _META = re.compile(rb"""<meta\b[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_HEADER = re.compile(r"""charset\s*=\s*["']?\s*([^\s;"']+)""", re.I)
 _WINDOWS_1252 = {"latin_1", "iso8859-1", "ascii", "cp1252"}
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
          (codecs.BOM_UTF16_BE, "utf-16"))
@@ -48,6 +49,17 @@ def codec_name(label: str | None) -> str | None:
     except (LookupError, ValueError):
         return None
     return "cp1252" if name in _WINDOWS_1252 else name
+
+
+def header_charset(value: str | None) -> str | None:
+    """The charset label of a Content-Type header (``text/html; charset=ISO-8859-1``) or a
+    bare label (``latin1``); None for a media type without one (``text/html``)."""
+    if not value or not value.strip():
+        return None
+    m = _HEADER.search(value)
+    if m:
+        return m.group(1)
+    return None if ("/" in value or ";" in value) else value.strip()
 
 
 def meta_charset(raw: bytes, scan: int = 32768) -> str | None:

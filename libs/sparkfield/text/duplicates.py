@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.workers import in_worker
-from sparkfield.text.normalise import TOKEN
+from sparkfield.text.normalise import tokens
 from sparkfield.text.params import DuplicateSettings
 
 NUM_FEATURES = 1 << 30  # HashingTF's feature space: collisions of shingles are negligible
@@ -29,7 +29,7 @@ SEED = 42  # of MinHashLSH: the same pairs every run
 
 def shingles(text: str | None, k: int) -> list[str]:
     """Distinct word k-shingles of ``text`` (a text shorter than k words is one shingle)."""
-    toks = TOKEN.findall(text.lower()) if text else []
+    toks = tokens(text) if text else []
     if not toks:
         return []
     if len(toks) <= k:

@@ -34,7 +34,6 @@ from sparkfield.core.practices import (
 )
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
-from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import in_worker
 from sparkfield.text.charset import REPLACEMENT
 from sparkfield.text.crawl_state import (
@@ -47,14 +46,15 @@ from sparkfield.text.crawl_state import (
 )
 from sparkfield.text.duplicates import find_duplicates
 from sparkfield.text.fetch import PAGES_SCHEMA, conform_pages, fetch_batches
+from sparkfield.text.functions import html_to_text, split_sentences, stopword_set, tokenize
 from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
-from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA, parse_documents, sentence_batches
+from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA
 from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
 from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, top_vocabulary
 
 log = logging.getLogger("sparkfield.text")
 __all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages", "load",
-           "pages_from_html_dir", "parse_partitions", "run"]
+           "pages_from_html_dir", "parse_documents", "parse_partitions", "run", "sentence_rows"]
 
 # the parameters a stored parse depends on: a change makes the next run parse every page again
 PARSE_PARAMS = ("selector", "extract")
@@ -269,16 +269,27 @@ def _documents(p: BagOfWordsParams, ok: DataFrame, state: CrawlState, stats: Sta
             ok, lambda todo: parse_documents(todo, p.extract, p.selector), stats)
     docs = stack.enter_context(cached(parsed, "documents", report=stats))
     with stats.step("sentences"):
-        split = state.sentences_of(docs.where(F.col("error").isNull()), _sentences)
+        split = state.sentences_of(docs.where(F.col("error").isNull()), sentence_rows)
     sentences, n_sentences = stack.enter_context(cached_rows(split, "sentences",
                                                              report=stats))
     stats.outputs["sentences"] = n_sentences
     return docs, sentences
 
 
-def _sentences(docs: DataFrame) -> DataFrame:
-    return docs.select("doc_id", "url", "text").mapInPandas(in_worker(sentence_batches),
-                                                            SENT_SCHEMA)
+def parse_documents(pages: DataFrame, extract: str, selector: str) -> DataFrame:
+    """Pages (doc_id, url, html) -> documents (DOC_SCHEMA): what ``HtmlToText`` gives, with
+    the reason of a page without text in ``error``."""
+    docs = html_to_text(pages.select("doc_id", "url", "html"), extract=extract,
+                        selector=selector, error_col="error")
+    return docs.select(*DOC_SCHEMA.names)
+
+
+def sentence_rows(docs: DataFrame) -> DataFrame:
+    """Documents (doc_id, url, text) -> one row per sentence with every token (SENT_SCHEMA):
+    what ``SentenceSplitter(explodeSentences=True)`` and ``WordTokenizer`` give."""
+    split = split_sentences(docs.select("doc_id", "url", "text"), output_col="sentence",
+                            explode=True, index_col="sentence_idx")
+    return tokenize(split, "sentence", "tokens", stopwords="none").select(*SENT_SCHEMA.names)
 
 
 def _rejects(pages: DataFrame, docs: DataFrame) -> DataFrame:
@@ -307,7 +318,7 @@ def _vocabulary(p: BagOfWordsParams, terms: DataFrame, counted: DataFrame, state
     """The word statistics of the ``counted`` rows (kept until ``stack`` closes) and the
     vocabulary; InputError when it is empty."""
     with stats.step("vocabulary"):
-        stop = english_stopwords() if p.stopwords == "english" else ()
+        stop = sorted(stopword_set(p.stopwords))  # the words WordTokenizer leaves out
         word_stats = local_checkpoint(state.word_stats(terms, counted, stats), stack)
         vocab = top_vocabulary(word_stats, p.vocab_size, p.min_df, stop).toPandas()
     if vocab.empty:

@@ -1,4 +1,5 @@
-"""HTML -> title and text, then sentences and tokens.
+"""HTML -> title and text (one page; :func:`sparkfield.text.functions.html_to_text` runs it on a
+DataFrame).
 
 Two ways to the text: ``main`` (trafilatura: the main content, boilerplate left out) and
 ``selector`` (BeautifulSoup4 with lxml: the text of the elements a CSS selector matches).
@@ -6,14 +7,7 @@ Two ways to the text: ``main`` (trafilatura: the main content, boilerplate left 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pandas as pd
-from pyspark.sql import DataFrame
 from pyspark.sql import types as T
-
-from sparkfield.core.workers import in_worker
-from sparkfield.text.normalise import sentences, tokens
 
 DOC_SCHEMA = T.StructType([
     T.StructField("doc_id", T.StringType(), False),
@@ -105,46 +99,31 @@ def page_text(html: str, selector: str = "p", extract: str = "selector"
     default here; the job's default is main) for the text of the ``selector`` elements."""
     if extract == "main":
         return main_text(html)
-    if extract == "selector":
-        return selector_text(html, selector)
-    raise ValueError(f"extract must be one of {EXTRACT_MODES}, got {extract!r}")
+    check_extract(extract)
+    return selector_text(html, selector)
+
+
+def check_extract(extract: str) -> None:
+    if extract not in EXTRACT_MODES:
+        raise ValueError(f"extract must be one of {EXTRACT_MODES}, got {extract!r}")
 
 
 def _empty_reason(extract: str, selector: str) -> str:
     return "no main text found" if extract == "main" else f"no text in '{selector}' elements"
 
 
-def parse_batches(extract: str = "main", selector: str = "p"):
-    """``mapInPandas``: pages (doc_id, url, html) -> documents (title, text or error)."""
-    if extract not in EXTRACT_MODES:
-        raise ValueError(f"extract must be one of {EXTRACT_MODES}, got {extract!r}")
-
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for b in batches:
-            rows = []
-            for doc_id, url, html in zip(b["doc_id"], b["url"], b["html"], strict=True):
-                try:
-                    title, text = page_text(html, selector, extract)
-                    err = None if text else _empty_reason(extract, selector)
-                except Exception as exc:  # a page the parser cannot read is a reject, not a crash
-                    title, text, err = None, None, f"parse error: {type(exc).__name__}: {exc}"
-                rows.append((doc_id, url, title, text or None, err))
-            yield pd.DataFrame(rows, columns=DOC_SCHEMA.names)
-
-    return run
+NO_HTML = "no HTML"
 
 
-def parse_documents(pages: DataFrame, extract: str = "main", selector: str = "p") -> DataFrame:
-    """Pages (doc_id, url, html) -> documents (DOC_SCHEMA), parsed in the Python workers."""
-    return pages.select("doc_id", "url", "html").mapInPandas(
-        in_worker(parse_batches(extract, selector)), DOC_SCHEMA)
-
-
-def sentence_batches(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    """``mapInPandas``: documents -> one row per sentence with its tokens."""
-    for b in batches:
-        rows = []
-        for doc_id, url, text in zip(b["doc_id"], b["url"], b["text"], strict=True):
-            for i, s in enumerate(sentences(text or "")):
-                rows.append((doc_id, url, i, s, tokens(s)))
-        yield pd.DataFrame(rows, columns=SENT_SCHEMA.names)
+def parse_page(html: str | None, extract: str, selector: str
+               ) -> tuple[str | None, str | None, str | None]:
+    """(title, text, error) of a page: the text is None when there is none, and then the error
+    says why (no HTML, no text found, or the parser's own error: a page the parser cannot read
+    is a reject, not a crash)."""
+    if html is None:
+        return None, None, NO_HTML
+    try:
+        title, text = page_text(html, selector, extract)
+    except Exception as exc:
+        return None, None, f"parse error: {type(exc).__name__}: {exc}"
+    return title, text or None, None if text else _empty_reason(extract, selector)

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.workers import in_worker
-from sparkfield.text.normalise import TOKEN
+from sparkfield.text.normalise import tokens
 
 VECTOR_MODES = ("binary", "count", "tfidf")
 TERMS = "terms"
@@ -46,11 +46,10 @@ def term_counts(df: DataFrame, text_col: str = "text", keep: Sequence[str] = ("d
     keep = list(keep)
 
     def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        findall = TOKEN.findall
         for b in batches:
             terms, counts = [], []
             for text in b.column(text_col).to_pylist():
-                c = Counter(findall(text.lower())) if text else Counter()
+                c = Counter(tokens(text)) if text else Counter()
                 terms.append(list(c))
                 counts.append(list(c.values()))
             cols = [b.column(k) for k in keep]
@@ -78,10 +77,24 @@ def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
     return top_vocabulary(stats, size, min_df)
 
 
-def top_vocabulary(stats: DataFrame, size: int, min_df: int = 1,
+def token_stats(df: DataFrame, tokens_col: str = "tokens") -> DataFrame:
+    """word, count (occurrences), documents (rows containing it) of the token arrays of
+    ``tokens_col``, one row a document."""
+    # the row id is taken before the explode: in the same projection Spark would number the
+    # exploded rows
+    rows = df.select(F.monotonically_increasing_id().alias("_row"),
+                     F.col(tokens_col).alias("_tokens")) \
+        .select("_row", F.explode("_tokens").alias("word"))
+    per_row = rows.groupBy("_row", "word").agg(F.count(F.lit(1)).alias("n"))
+    return per_row.groupBy("word").agg(F.sum("n").alias("count"),
+                                       F.count(F.lit(1)).alias("documents"))
+
+
+def top_vocabulary(stats: DataFrame, size: int, min_df: float = 1,
                    stopwords: Sequence[str] = ()) -> DataFrame:
-    """The ``size`` most frequent words of ``stats`` (word, count, documents), ties by word:
-    word, count, documents, rank."""
+    """The ``size`` most frequent words of ``stats`` (word, count, documents) in at least
+    ``min_df`` documents, ties by word: word, count, documents, rank. The one vocabulary rule
+    of the job and of :class:`~sparkfield.text.feature.PinnedCountVectorizer`."""
     if stopwords:
         stats = stats.where(~F.col("word").isin(list(stopwords)))
     if min_df > 1:
