@@ -1,32 +1,39 @@
-"""Sentence embeddings as a Spark stage: ``mapInPandas`` hands each Python worker its
-partition in Arrow batches; the encoder (torch or ONNX Runtime) loads once per worker process
-and is reused by every later task there. Inside each Arrow batch the texts are ordered by token
-length before being cut into model batches (less padding), and the results are put back in
-input order. Rows without text, or without an id of their own (null, blank or repeated),
-keep a null embedding and a reason."""
+"""Sentence embeddings as a Spark column: a pandas UDF over the text column hands each Python
+worker its texts in Arrow batches; the encoder (torch or ONNX Runtime) loads once per worker
+process and is reused by every later task there. Inside each Arrow batch the texts are ordered
+by token length before being cut into model batches (less padding), and the results are put
+back in input order. A null or blank text gets a null embedding.
+
+One implementation serves the Spark ML stage (:class:`~sparkfield.nlp.stage.SentenceEmbeddings`)
+and the embed job (:func:`embed_texts`; the job also keeps rows without an id of its own, null,
+blank or repeated, with a null embedding and a reason). It uses the DataFrame API only, so it
+runs over Spark Connect too; :func:`ready` is where classic Spark and Connect differ."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError, InputError
-from sparkfield.core.ship import shipped_dir
+from sparkfield.core.ship import ship_dir, shipped_dir
 from sparkfield.core.workers import in_worker
 from sparkfield.nlp.device import choose_device, task_gpu_addresses
+from sparkfield.nlp.model import check_model_dir
 
 ENGINES = ("torch", "onnx")
 MAX_REPEATED_IDS = 100_000
-OUT_SCHEMA = T.StructType([
-    T.StructField("id", T.StringType(), True),
-    T.StructField("text", T.StringType(), True),
-    T.StructField("embedding", T.ArrayType(T.FloatType(), False), True),
+EMBEDDING = "embedding"  # the job's embedding column; the stage's default output column
+ENCODED = T.StructType([
+    T.StructField(EMBEDDING, T.ArrayType(T.FloatType(), False), True),
     T.StructField("truncated", T.BooleanType(), True),
 ])
 
@@ -35,7 +42,7 @@ OUT_SCHEMA = T.StructType([
 class EngineSpec:
     """Everything a worker needs to build its encoder; also the key of the per-worker cache."""
 
-    folder: str
+    folder: str | None  # None: the bundled model, where the encoder loads
     engine: str = "torch"
     device: str = "auto"
     max_tokens: int = 256
@@ -60,7 +67,7 @@ class EngineSpec:
 
     def build(self):
         gpus = task_gpu_addresses()
-        folder = shipped_dir(self.folder)  # the executor's copy when the driver shipped it
+        folder = self.folder_here()
         if self.engine == "torch":
             import torch
 
@@ -74,9 +81,16 @@ class EngineSpec:
         return OnnxEncoder(folder, device, self.max_tokens, self.threads,
                            self.quantize, self.onnx_dir, self._onnx_file_here(folder))
 
+    def folder_here(self) -> Path:
+        """The model folder as this process sees it, checked: the executor's copy when the
+        driver shipped it, else the folder itself, or the bundled model of this environment."""
+        return check_model_dir(shipped_dir(self.folder) if self.folder else None)
+
     def shipped_folders(self) -> list[str]:
         """The driver folders the executors need: the model, and the folder of an ONNX
         export kept outside it (``onnx_dir``)."""
+        if self.folder is None:
+            return []
         folders = [self.folder]
         if self.onnx_file is not None and not Path(self.onnx_file).is_relative_to(self.folder):
             folders.append(str(Path(self.onnx_file).parent))
@@ -85,7 +99,7 @@ class EngineSpec:
     def _onnx_file_here(self, folder: Path) -> Path | None:
         """The driver's ONNX export as this worker sees it: inside its copy of the model
         folder, or in the shipped export folder; None: the encoder exports when missing."""
-        if self.onnx_file is None:
+        if self.onnx_file is None or self.folder is None:
             return None
         file = Path(self.onnx_file)
         if file.is_relative_to(self.folder):
@@ -115,23 +129,80 @@ def worker_encoder(spec: EngineSpec):
     return _ENCODERS[spec]
 
 
+def embedding_udf(spec: EngineSpec, batch_size: int = 64,
+                  bucket: bool = True) -> Callable[[Column], Column]:
+    """A pandas UDF: a string column -> struct<embedding array<float>, truncated boolean>, both
+    null for a null text. Rows keep their order."""
+
+    def encode(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
+        encoder = None
+        for texts in batches:
+            present = np.flatnonzero(texts.notna().to_numpy())
+            embeddings: list[np.ndarray | None] = [None] * len(texts)
+            truncated: list[bool | None] = [None] * len(texts)
+            if len(present):
+                encoder = encoder or worker_encoder(spec)
+                vectors, cut = encoder.encode(texts.iloc[present].tolist(), batch_size, bucket)
+                for row, vector, was_cut in zip(present, vectors, cut, strict=True):
+                    embeddings[row], truncated[row] = vector, bool(was_cut)
+            yield pd.DataFrame({EMBEDDING: embeddings, "truncated": truncated})
+
+    return F.pandas_udf(in_worker(encode), ENCODED)
+
+
+def blank(text: Column) -> Column:
+    """True for a text of spaces only (Spark's ``trim``), null for a null text: such rows get
+    no embedding, in the job and in the stage alike."""
+    return F.trim(text) == ""
+
+
+def embedding_column(text: Column, spec: EngineSpec, batch_size: int = 64,
+                     bucket: bool = True) -> Column:
+    """struct<embedding, truncated> of any text column; null fields for a null or blank
+    text (:func:`blank`)."""
+    text = text.cast("string")
+    return embedding_udf(spec, batch_size, bucket)(F.when(~blank(text), text))
+
+
 def embed_texts(df: DataFrame, spec: EngineSpec, batch_size: int = 64,
                 bucket: bool = True) -> DataFrame:
     """``df`` (id string, text string, every text non-empty) -> id, text, embedding,
     truncated. Row order inside each partition is kept."""
+    encoded = embedding_udf(spec, batch_size, bucket)(F.col("text"))
+    return df.select(F.col("id").cast("string").alias("id"),
+                     F.col("text").cast("string").alias("text")).select(
+        "id", "text", encoded.alias("__encoded")).select(
+        "id", "text", f"__encoded.{EMBEDDING}", "__encoded.truncated")
 
-    def per_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        encoder = None
-        for pdf in batches:
-            if pdf.empty:
-                continue
-            encoder = encoder or worker_encoder(spec)
-            emb, truncated = encoder.encode(pdf["text"].tolist(), batch_size, bucket)
-            yield pd.DataFrame({"id": pdf["id"].to_numpy(), "text": pdf["text"].to_numpy(),
-                                "embedding": list(emb), "truncated": truncated})
 
-    return df.select(F.col("id").cast("string"), F.col("text").cast("string")).mapInPandas(
-        in_worker(per_partition), OUT_SCHEMA)
+def ready(spark: SparkSession, spec: EngineSpec,
+          on_rebuild: Callable[[str], None] | None = None) -> EngineSpec:
+    """``spec`` made ready for the executors.
+
+    Classic Spark: the model folder checked here (``None``: the bundled model), an ONNX export
+    made (or verified) here once, then the folders shipped to executors off this machine;
+    executors load the driver's export and never export themselves. Spark Connect: nothing is
+    checked or shipped here (a Connect client has no SparkContext, and its folders need not be
+    the server's): the server's executors read ``spec.folder`` at its path (``None``: the
+    bundled model of their own environment), check it, and export to ONNX there when no
+    export is cached."""
+    if is_connect(spark):
+        return spec
+    spec = dataclasses.replace(spec, folder=str(check_model_dir(spec.folder)))
+    if spec.engine == "onnx" and spec.onnx_file is None:
+        spec = exported(spec, on_rebuild)
+    for path in spec.shipped_folders():
+        ship_dir(spark, path)  # executors off this machine get it as an archive
+    return spec
+
+
+def exported(spec: EngineSpec, on_rebuild: Callable[[str], None] | None = None) -> EngineSpec:
+    """``spec`` (engine onnx, a checked folder) with its ONNX export, made or verified here."""
+    from sparkfield.nlp.onnx_engine import ensure_onnx
+
+    onnx_file = ensure_onnx(Path(str(spec.folder)), spec.onnx_dir, spec.quantize,
+                            on_rebuild=on_rebuild)
+    return dataclasses.replace(spec, onnx_file=str(onnx_file))
 
 
 def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str = "auto",
@@ -160,10 +231,10 @@ def split_texts(df: DataFrame, text_col: str, id_col: str) -> tuple[DataFrame, D
     else:  # a broadcast join keeps the rows' partitions (a shuffle could merge them)
         base = base.join(F.broadcast(repeated), "id", "left")
     reason = (F.when(F.col("id").isNull(), "null id")
-              .when(F.trim("id") == "", "empty id")
+              .when(blank(F.col("id")), "empty id")
               .when(F.coalesce("__repeated", F.lit(False)), "duplicate id")
               .when(F.col("text").isNull(), "null text")
-              .when(F.trim("text") == "", "empty text"))
+              .when(blank(F.col("text")), "empty text"))
     base = base.select("id", "text", reason.alias("reason"))
     good = base.where(F.col("reason").isNull()).select("id", "text")
     bad = base.where(F.col("reason").isNotNull()).select(
@@ -191,6 +262,7 @@ def repeated_ids(base: DataFrame, id_col: str) -> DataFrame | None:
                                              "id string, __repeated boolean")
 
 
-def worker_threads(spark) -> int:
-    """Model threads per Python worker: the cores Spark reserves for each task."""
-    return max(1, int(float(spark.sparkContext.getConf().get("spark.task.cpus", "1"))))
+def worker_threads(spark: SparkSession) -> int:
+    """Model threads per Python worker: the cores Spark reserves for each task (read from the
+    session's conf, which a Spark Connect client can read too)."""
+    return max(1, int(float(spark.conf.get("spark.task.cpus", "1") or "1")))

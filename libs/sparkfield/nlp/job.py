@@ -25,12 +25,18 @@ from sparkfield.core.failures import raises_input_errors
 from sparkfield.core.io import AtomicOutput, optional_output, require_path
 from sparkfield.core.practices import cached, cached_rows, sample
 from sparkfield.core.report import RunReport, Stats
-from sparkfield.core.ship import ship_dir
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.cache import EmbeddingStore, lookup
-from sparkfield.nlp.embed import EngineSpec, embed_texts, split_texts, worker_threads
+from sparkfield.nlp.embed import (
+    EngineSpec,
+    embed_texts,
+    exported,
+    ready,
+    split_texts,
+    worker_threads,
+)
 from sparkfield.nlp.model import check_model_dir, embedding_size, fingerprint
 from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
 from sparkfield.nlp.params import (
@@ -157,19 +163,15 @@ def prepare(spark: SparkSession, p: EmbedParams, d: Derived, folder: Path) -> Em
 
 def _engine(spark: SparkSession, p: EmbedParams, d: Derived, folder: Path,
             stats: Stats) -> EngineSpec:
-    """The engine each worker builds. An ONNX export is made (or verified) here, once, before
-    any folder is shipped: executors load the driver's export and never export themselves."""
-    onnx_file = None
-    if p.engine == "onnx":
-        from sparkfield.nlp.onnx_engine import ensure_onnx
-
-        with stats.step("onnx export"):  # a no-op when a verified export is there
-            onnx_file = str(ensure_onnx(folder, p.onnx_dir, p.quantize, on_rebuild=stats.note))
+    """The engine each worker builds, made ready as the Spark ML stage makes it
+    (:func:`~sparkfield.nlp.embed.ready`): an ONNX export made (or verified) here, once, its
+    step timed, before any folder is shipped."""
     spec = EngineSpec(str(folder), p.engine, p.device, p.max_tokens, p.half, d.threads,
-                      p.quantize, p.onnx_dir, onnx_file)
-    for path in spec.shipped_folders():
-        ship_dir(spark, path)  # executors off this machine get it as an archive
-    return spec
+                      p.quantize, p.onnx_dir)
+    if p.engine == "onnx":
+        with stats.step("onnx export"):  # a no-op when a verified export is there
+            spec = exported(spec, on_rebuild=stats.note)
+    return ready(spark, spec)
 
 
 def topic_words(spark: SparkSession, tp: EmbedTopicsParams) -> DataFrame | None:

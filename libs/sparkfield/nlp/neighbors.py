@@ -1,5 +1,6 @@
-"""Top-k most similar texts by cosine: exact and blockwise (queries broadcast, corpus streamed
-partition by partition, per-partition top-k merged), or approximate with Spark ML LSH."""
+"""Top-k most similar texts by cosine: exact and blockwise (queries collected and sent with the
+function, corpus streamed partition by partition, per-partition top-k merged), or approximate
+with Spark ML LSH. The DataFrame API only: both run over Spark Connect too."""
 
 from __future__ import annotations
 
@@ -21,17 +22,17 @@ NEIGHBOR_SCHEMA = "query_id string, neighbor_id string, cosine double"
 def exact_neighbors(queries: DataFrame, corpus: DataFrame, k: int,
                     exclude_self: bool = True) -> DataFrame:
     """``queries`` and ``corpus``: id, embedding (L2-normalised). Queries are collected and
-    broadcast (keep them to what fits in memory: thousands); the corpus can be any size."""
+    travel inside the function's closure, pickled once per query plan (no broadcast variable:
+    a Spark Connect client has none), so keep them to thousands; the corpus can be any
+    size."""
     q = queries.where(F.col("embedding").isNotNull() & F.col("id").isNotNull()).select(
         "id", "embedding").toPandas()
     if q.empty:
         return corpus.sparkSession.createDataFrame([], NEIGHBOR_SCHEMA)
-    q_ids = q["id"].astype(str).to_numpy()
-    q_mat = np.stack(q["embedding"].to_numpy()).astype(np.float32)
-    bq = corpus.sparkSession.sparkContext.broadcast((q_ids, q_mat))
+    ids = q["id"].astype(str).to_numpy()
+    mat = np.stack(q["embedding"].to_numpy()).astype(np.float32)
 
     def top_k(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        ids, mat = bq.value
         best_s = np.full((len(ids), 0), -np.inf, dtype=np.float32)
         best_i = np.empty((len(ids), 0), dtype=object)
         for b in batches:

@@ -9,7 +9,7 @@
 
 Each stage calls the function of :mod:`sparkfield.text.functions` the job calls, takes its
 defaults from the job's schema, uses the DataFrame API only (classic Spark and Spark Connect)
-and saves and loads itself (:mod:`sparkfield.text.stages`).
+and saves and loads itself (:mod:`sparkfield.core.ml`).
 """
 
 from __future__ import annotations
@@ -22,15 +22,9 @@ from pyspark.ml.param.shared import HasInputCol, HasOutputCol
 from pyspark.sql import DataFrame
 
 from sparkfield.core.errors import InputError
+from sparkfield.core.ml import Persistent, given
 from sparkfield.text.functions import html_to_text, split_sentences, token_vocabulary, tokenize
-from sparkfield.text.stages import (
-    Persistent,
-    given,
-    job_default,
-    job_param,
-    non_negative,
-    optional_string,
-)
+from sparkfield.text.stages import job_default, job_param, non_negative, optional_string
 
 
 def _column_param(name: str, doc: str) -> Param:

@@ -1,27 +1,15 @@
 """What the text area's Spark ML stages share: params checked like the bag_of_words job's keys
-(their defaults and help texts taken from the job's schema) and persistence through the
-DataFrame API.
-
-:class:`StageWriter` writes what pyspark's ``DefaultParamsWriter`` writes (one JSON line in
-``<path>/metadata``: class, uid, params, defaults) but with the DataFrame writer only, and
-overwrites with the writer's own mode where ``MLWriter.save`` deletes through the JVM. So a
-stage saves and loads on classic Spark and over Spark Connect, and pyspark's ``Pipeline`` and
-``PipelineModel`` readers, which load each stage with its class's own reader, read it too.
-"""
+(their defaults and help texts taken from the job's schema); persistence is
+:mod:`sparkfield.core.ml`'s."""
 
 from __future__ import annotations
 
-import json
-import time
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from pyspark.ml.param import Param, Params
-from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
+from pyspark.ml.param import Param
 
-from sparkfield.core.errors import InputError
+from sparkfield.core.ml import schema_param
 from sparkfield.text.params import SCHEMA
-
-S = TypeVar("S", bound=Params)
 
 
 def job_default(key: str) -> Any:
@@ -29,25 +17,9 @@ def job_default(key: str) -> Any:
     return SCHEMA.by_key[key].default
 
 
-class JobChecked:
-    """A type converter: ``base``, then the bag_of_words schema's checks of ``key`` (range,
-    choices); Params._set names the param in the TypeError."""
-
-    def __init__(self, key: str, base: Any) -> None:
-        self.key, self.base = key, base
-
-    def __call__(self, value: Any) -> Any:
-        value = self.base(value)
-        _, problem = SCHEMA.by_key[self.key].check(value)
-        if problem is not None:
-            raise TypeError(problem)
-        return value
-
-
 def job_param(name: str, key: str, base: Any, doc: str | None = None) -> Param:
     """A stage param checked as the job's ``key``, with its help text unless ``doc``."""
-    return Param(Params._dummy(), name, doc or SCHEMA.by_key[key].help,
-                 typeConverter=JobChecked(key, base))
+    return schema_param(SCHEMA, name, key, base, doc)
 
 
 def optional_string(value: Any) -> str | None:
@@ -62,74 +34,3 @@ def non_negative(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise TypeError(f"expected a number >= 0, got {value!r}")
     return float(value)
-
-
-def given(kwargs: dict[str, Any], nullable: frozenset[str]) -> dict[str, Any]:
-    """The keyword arguments a caller gave: ``None`` means "leave as it is" except for the
-    ``nullable`` params, where it is the value (no such column)."""
-    return {k: v for k, v in kwargs.items() if v is not None or k in nullable}
-
-
-def metadata(stage: Params, spark_version: str) -> dict[str, Any]:
-    """What pyspark's ``DefaultParamsWriter`` saves, so that its readers read it too."""
-    cls = type(stage)
-    return {
-        "class": f"{cls.__module__}.{cls.__name__}",
-        "timestamp": int(round(time.time() * 1000)),
-        "sparkVersion": spark_version,
-        "uid": stage.uid,
-        "paramMap": {p.name: v for p, v in stage._paramMap.items()},
-        "defaultParamMap": {p.name: v for p, v in stage._defaultParamMap.items()},
-    }
-
-
-class StageWriter(MLWriter):
-    """Saves a stage's params as one JSON line in ``<path>/metadata`` with the DataFrame API."""
-
-    def __init__(self, instance: Params) -> None:
-        super().__init__()
-        self.instance = instance
-
-    def save(self, path: str) -> None:
-        spark = self.sparkSession
-        text = json.dumps(metadata(self.instance, spark.version), separators=(",", ":"))
-        mode = "overwrite" if self.shouldOverwrite else "errorifexists"
-        spark.createDataFrame([(text,)], "value string").coalesce(1).write.mode(mode).text(
-            f"{path.rstrip('/')}/metadata")
-
-
-class StageReader(MLReader[S], Generic[S]):
-    """Loads what :class:`StageWriter` (or ``DefaultParamsWriter``) saved. Defaults come back
-    as saved, as pyspark restores them: a loaded stage works as the saved one did."""
-
-    def __init__(self, cls: type[S]) -> None:
-        super().__init__()
-        self.cls = cls
-
-    def load(self, path: str) -> S:
-        row = self.sparkSession.read.text(f"{path.rstrip('/')}/metadata").first()
-        if row is None:
-            raise InputError(f"{path}: no saved stage (empty metadata)")
-        meta = json.loads(row[0])
-        if meta.get("class", "").rsplit(".", 1)[-1] != self.cls.__name__:
-            raise InputError(f"{path}: a saved {meta.get('class')}, not a {self.cls.__name__}")
-        stage = self.cls()
-        stage._resetUid(meta["uid"])
-        known = {p.name for p in stage.params}
-        unknown = sorted(set(meta["paramMap"]) - known)
-        if unknown:
-            raise InputError(f"{path}: unknown params {', '.join(unknown)}")
-        stage._setDefault(**{k: v for k, v in meta.get("defaultParamMap", {}).items()
-                             if k in known})
-        return stage._set(**meta["paramMap"])
-
-
-class Persistent(MLReadable, MLWritable):
-    """``save``/``load`` (and ``write``/``read``) through :class:`StageWriter`."""
-
-    def write(self) -> MLWriter:
-        return StageWriter(self)  # type: ignore[arg-type]
-
-    @classmethod
-    def read(cls) -> MLReader:
-        return StageReader(cls)  # type: ignore[arg-type]
