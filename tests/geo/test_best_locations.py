@@ -1,6 +1,7 @@
 """sparkfield.geo.best_locations and search_lattice on DataFrames: the coffee_shops job's top
-list on the bundled data, and a handful of inline rows against a brute force in numpy. Only
-the DataFrame API is used, so this file also runs over Spark Connect."""
+list on the bundled data (classic Spark: the job does not run over Connect), and a handful of
+inline rows against a brute force in numpy. Only the DataFrame API is used, so the rest of this
+file also runs over Spark Connect."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def _greedy(frame: pd.DataFrame, n: int, m: float) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ranked.columns)
 
 
+@pytest.mark.classic
 def test_best_locations_equals_the_jobs_top_list(spark, job_and_inputs):
     result, (crime_in, stations_in, competitors_in) = job_and_inputs
     # stations as a Spark table whose name column is "station"; competitors as pandas
@@ -50,6 +52,7 @@ def test_best_locations_equals_the_jobs_top_list(spark, job_and_inputs):
     assert top["rank"].tolist() == list(range(1, 11))
 
 
+@pytest.mark.classic
 def test_the_top_ten_are_distinct_sites(job_and_inputs):
     result, _ = job_and_inputs
     xy = result.top[["x", "y"]].to_numpy()

@@ -2,7 +2,9 @@
 views a process miner expects (directly-follows graph, variants, cases, process map).
 
 The views also work on any DataFrame: ``discover_dfg(df, case=..., activity=...,
-timestamp=...)`` and friends (:mod:`sparkfield.process.discover`)."""
+timestamp=...)`` and friends (:mod:`sparkfield.process.discover`); so does the extraction:
+``event_log_from_frames`` and ``ocel_from_frames`` build a log from source tables held as
+DataFrames and a mapping (:mod:`sparkfield.process.frames`)."""
 
 from sparkfield.process.discover import (
     activities,
@@ -14,9 +16,12 @@ from sparkfield.process.discover import (
     start_activities,
     variants,
 )
+from sparkfield.process.frames import EventLog, OcelLog, event_log_from_frames, ocel_from_frames
 from sparkfield.process.job import run_event_log, run_process_mining
+from sparkfield.process.mapping_common import MappingError
 from sparkfield.process.result import ProcessResult
 
-__all__ = ["ProcessResult", "activities", "all_views", "case_durations", "discover_dfg",
-           "end_activities", "event_frame", "run_event_log", "run_process_mining",
+__all__ = ["EventLog", "MappingError", "OcelLog", "ProcessResult", "activities", "all_views",
+           "case_durations", "discover_dfg", "end_activities", "event_frame",
+           "event_log_from_frames", "ocel_from_frames", "run_event_log", "run_process_mining",
            "start_activities", "variants"]

@@ -1,4 +1,5 @@
-"""Extraction: source tables (CSV, Parquet, JSON, JDBC) -> events, as the mapping says."""
+"""Extraction: source tables (CSV, Parquet, JSON, JDBC, or DataFrames given) -> events, as
+the mapping says."""
 
 from __future__ import annotations
 
@@ -49,7 +50,15 @@ class Extracted:
 def extract(
     spark: SparkSession, mapping: Mapping, fraction: float | None = None, seed: int = 42
 ) -> Extracted:
-    frames = source_frames(spark, mapping)
+    """The mapping's sources read and turned into event rows (nothing validated yet)."""
+    return extract_from(source_frames(spark, mapping), mapping, fraction, seed)
+
+
+def extract_from(frames: dict[str, DataFrame], mapping: Mapping, fraction: float | None = None,
+                 seed: int = 42) -> Extracted:
+    """:func:`extract` on given frames: every source and view of ``mapping`` by name, each
+    with its row order (:func:`~sparkfield.process.sources.source_frames`,
+    :func:`~sparkfield.process.sources.given_frames`)."""
     parts = []
     for act in mapping.activities:
         df = frames[act.source]
@@ -58,7 +67,7 @@ def extract(
         case = _expr(df, act.case_id, act, "case_id").cast("string")
         ts_col = _expr(df, act.timestamp, act, "timestamp")
         if act.timestamp_format:
-            _check_format(spark, act)
+            _check_format(df.sparkSession, act)
         ts_type = df.select(ts_col.alias("t")).schema["t"].dataType
         name = F.lit(act.name) if act.name else _expr(df, act.activity, act, "activity")
         resource = _expr(df, act.resource, act, "resource").cast("string") if act.resource \

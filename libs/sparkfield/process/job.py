@@ -33,7 +33,7 @@ from sparkfield.process.events import (
     suspicious_timestamps,
     with_classifier,
 )
-from sparkfield.process.extract import extract
+from sparkfield.process.extract import Extracted, extract
 from sparkfield.process.logs import read_log
 from sparkfield.process.mapping import Mapping, load_mapping
 from sparkfield.process.ocel.job import run_ocel
@@ -59,8 +59,8 @@ from sparkfield.process.schema import (
 from sparkfield.process.views import Views, case_sequences, compute_views
 from sparkfield.process.xes_split import needs_one_range
 
-__all__ = ["ProcessComputed", "ProcessResult", "compute", "run_event_log",
-           "run_process_mining"]
+__all__ = ["ProcessComputed", "ProcessResult", "classify_extracted", "compute",
+           "run_event_log", "run_process_mining"]
 
 log = logging.getLogger("sparkfield.process")
 
@@ -85,16 +85,28 @@ def _run_classic(spark: SparkSession, p: Any, mapping: Mapping, report: RunRepor
                  cfg: Config) -> ProcessResult:
     with report.step("plan"):  # reads headers and checks every expression, no data yet
         extracted = extract(spark, mapping, p.sample, cfg.practices.sample_seed)
-    if extracted.empty_sources:
-        report.counts["empty_sources"] = extracted.empty_sources
-        report.note(f"empty source(s): {', '.join(extracted.empty_sources)}")
-    labels = {a.index: a.label for a in mapping.activities}
-    classified = classify(extracted.rows, mapping.min_timestamp, mapping.max_timestamp,
-                          dedupe=p.dedupe)
-    source = F.element_at(F.create_map(*[x for i, lab in labels.items()
-                                         for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
+    note_empty_sources(report, extracted)
+    classified, source, labels = classify_extracted(extracted, mapping, p.dedupe)
     return _finish(spark, p, classified, source, report, labels,
                    cfg.practices.skew_ratio_threshold, p.mapping)
+
+
+def note_empty_sources(stats: Stats, extracted: Extracted) -> None:
+    if extracted.empty_sources:
+        stats.counts["empty_sources"] = extracted.empty_sources
+        stats.note(f"empty source(s): {', '.join(extracted.empty_sources)}")
+
+
+def classify_extracted(extracted: Extracted, mapping: Mapping, dedupe: bool
+                       ) -> tuple[DataFrame, Column, dict[int, str]]:
+    """What :func:`compute` takes from an extraction: the rows with ``reject_reason``, the
+    rejects' source column (the activity's label) and the labels by ``src_order``."""
+    labels = {a.index: a.label for a in mapping.activities}
+    classified = classify(extracted.rows, mapping.min_timestamp, mapping.max_timestamp,
+                          dedupe=dedupe)
+    source = F.element_at(F.create_map(*[x for i, lab in labels.items()
+                                         for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
+    return classified, source, labels
 
 
 @raises_input_errors

@@ -10,6 +10,7 @@ activity and field, before any data is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,17 +21,20 @@ from sparkfield.core.io import path_exists, read_text_file
 from sparkfield.process.mapping_common import (
     MappingError,
     Source,
+    Tables,
     activity_entries,
     attributes_of,
     check_keys,
     check_timezone,
     parse_sources,
     source_of,
+    tables_of,
     timestamp_bounds,
 )
 from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 
-__all__ = ["Activity", "Mapping", "MappingError", "Source", "load_mapping", "parse_mapping"]
+__all__ = ["Activity", "Mapping", "MappingError", "Source", "frames_mapping", "load_mapping",
+           "parse_mapping"]
 
 TOP_KEYS = ("sources", "views", "timezone", "timestamp_bounds", "activities")
 ACTIVITY_KEYS = ("name", "activity", "label", "source", "case_id", "timestamp",
@@ -98,23 +102,48 @@ def _parse_text(text: str, base: Path | str, origin: str) -> Mapping | OcelMappi
     return parse_mapping(doc, base=base, origin=origin)
 
 
-def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>"
-                  ) -> Mapping:
-    """The classic form of a parsed mapping document."""
+def frames_mapping(mapping: dict | str | os.PathLike[str], frames: Collection[str]
+                   ) -> Mapping | OcelMapping:
+    """A mapping of frames, in the form it is written in: a parsed document, YAML text or a
+    file; its sources are the ``frames`` (names of the DataFrames given), so file paths and
+    reader settings are not needed (and are ignored when present)."""
+    origin = "mapping"
+    if isinstance(mapping, os.PathLike):
+        origin = os.fspath(mapping)
+        try:
+            mapping = Path(mapping).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MappingError(f"{origin}: cannot read the mapping ({exc})") from None
+    doc = load_yaml(mapping, origin, MappingError) if isinstance(mapping, str) else mapping
+    if not isinstance(doc, dict):
+        hint = ""
+        if isinstance(doc, str) and doc.strip().endswith((".yaml", ".yml")):
+            hint = " (a file name? pass pathlib.Path(...) to read the file)"
+        raise MappingError(f"{origin}: expected the mapping as a dict or YAML text, got "
+                           f"{str(doc)[:80]!r}{hint}")
+    if "objects" in doc:
+        return parse_ocel_mapping(doc, origin=origin, frames=frames)
+    return parse_mapping(doc, origin=origin, frames=frames)
+
+
+def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>",
+                  frames: Collection[str] | None = None) -> Mapping:
+    """The classic form of a parsed mapping document; with ``frames``, a mapping of frames
+    (:func:`~sparkfield.process.mapping_common.frame_sources`)."""
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources' and 'activities'")
     check_keys(doc, TOP_KEYS, origin)
     timezone = check_timezone(doc, origin)
     min_ts, max_ts = timestamp_bounds(doc, origin)
-    sources, views = parse_sources(doc, base, origin)
-    tables = [*sources, *views]
+    sources, views = parse_sources(doc, base, origin, frames)
+    tables = tables_of(sources, views)
     acts = [_activity(i, a, where, tables)
             for i, a, where in activity_entries(doc, origin, ACTIVITY_KEYS)]
     return Mapping(sources=sources, activities=acts, views=views, timezone=timezone,
                    min_timestamp=min_ts, max_timestamp=max_ts, origin=origin)
 
 
-def _activity(i: int, a: dict, where: str, tables: list[str]) -> Activity:
+def _activity(i: int, a: dict, where: str, tables: Tables) -> Activity:
     where = f"{where} ({a.get('name') or a.get('activity')})"
     for key in ("source", "case_id", "timestamp"):
         if not a.get(key):

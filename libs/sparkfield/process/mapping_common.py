@@ -2,6 +2,9 @@
 and ``views`` sections, and the checks of keys, time zone, timestamp bounds, attributes and
 activity entries.
 
+A mapping of frames (for source tables given as DataFrames) has the same form, but its
+sources are the frames: ``sources`` may be left out (every frame is a source) or name them.
+
 Errors name the place (source, activity, field) before any data is read.
 """
 
@@ -19,6 +22,7 @@ from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import timezone_problem
 
 FORMATS = {"csv", "parquet", "json", "jdbc"}
+FRAME = "frame"  # the format of a source given as a DataFrame
 SOURCE_KEYS = ("format", "path", "options", "url", "table", "user_env", "password_env",
                "partition_column", "lower_bound", "upper_bound", "num_partitions")
 BOUNDS_KEYS = ("min", "max")
@@ -150,13 +154,41 @@ def activity_entries(doc: dict, origin: str, keys: Collection[str],
         yield i, a, where
 
 
-def parse_sources(doc: dict, base: Path | str | None, origin: str
+@dataclass(frozen=True)
+class Tables:
+    """What an entry's ``source`` may name: the mapping's sources (the frames given, for a
+    mapping of frames) and its views."""
+
+    sources: tuple[str, ...]
+    views: tuple[str, ...] = ()
+    frames: bool = False
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.sources or name in self.views
+
+    def listing(self) -> str:
+        """The names, for an error message."""
+        text = f"{'frames' if self.frames else 'sources'}: {', '.join(self.sources)}"
+        return f"{text}; views: {', '.join(self.views)}" if self.views else text
+
+
+def tables_of(sources: dict[str, Source], views: dict[str, str]) -> Tables:
+    return Tables(tuple(sources), tuple(views),
+                  frames=any(s.format == FRAME for s in sources.values()))
+
+
+def parse_sources(doc: dict, base: Path | str | None, origin: str,
+                  frames: Collection[str] | None = None
                   ) -> tuple[dict[str, Source], dict[str, str]]:
-    """The ``sources`` and ``views`` sections."""
-    raw_sources = doc.get("sources") or {}
-    if not isinstance(raw_sources, dict) or not raw_sources:
-        raise MappingError(f"{origin}: 'sources' must name at least one source")
-    sources = {name: _source(name, s, base, origin) for name, s in raw_sources.items()}
+    """The ``sources`` and ``views`` sections; with ``frames`` (the names of the frames
+    given) the sources are those frames (:func:`frame_sources`)."""
+    if frames is not None:
+        sources = frame_sources(doc.get("sources"), frames, origin)
+    else:
+        raw_sources = doc.get("sources") or {}
+        if not isinstance(raw_sources, dict) or not raw_sources:
+            raise MappingError(f"{origin}: 'sources' must name at least one source")
+        sources = {name: _source(name, s, base, origin) for name, s in raw_sources.items()}
     views = doc.get("views") or {}
     if not isinstance(views, dict):
         raise MappingError(f"{origin}: 'views' must map names to SQL queries")
@@ -164,6 +196,28 @@ def parse_sources(doc: dict, base: Path | str | None, origin: str
     if clash:
         raise MappingError(f"{origin}: view names clash with sources: {sorted(clash)}")
     return sources, {str(k): str(v) for k, v in views.items()}
+
+
+def frame_sources(raw: Any, frames: Collection[str], origin: str) -> dict[str, Source]:
+    """The sources of a mapping of frames: every frame when ``sources`` is left out, else the
+    frames it names (a list of names, or a mapping whose reader settings are ignored: the
+    frame is the source, already read). A source without a frame is an error naming it."""
+    if raw is None:
+        names = [str(n) for n in frames]
+    elif isinstance(raw, dict):
+        names = [str(n) for n in raw]
+    elif isinstance(raw, list) and all(isinstance(n, str) for n in raw):
+        names = list(raw)
+    else:
+        raise MappingError(f"{origin}: 'sources' must list the names of the frames given")
+    if not names:
+        raise MappingError(f"{origin}: no source table: give at least one frame")
+    missing = [n for n in names if n not in frames]
+    if missing:
+        raise MappingError(f"{origin}: no frame given for source(s) "
+                           f"{', '.join(map(repr, missing))} "
+                           f"(frames: {', '.join(map(str, frames)) or 'none'})")
+    return {n: Source(name=n, format=FRAME) for n in names}
 
 
 def _source(name: str, s: Any, base: Path | str | None, origin: str) -> Source:
@@ -196,9 +250,9 @@ def _source(name: str, s: Any, base: Path | str | None, origin: str) -> Source:
     )
 
 
-def source_of(entry: dict, where: str, tables: Collection[str]) -> str:
+def source_of(entry: dict, where: str, tables: Tables) -> str:
     """The entry's ``source``, which must name one of ``tables``."""
     if entry["source"] not in tables:
         raise MappingError(f"{where}: unknown source {entry['source']!r} "
-                           f"(sources: {', '.join(tables)})")
+                           f"({tables.listing()})")
     return str(entry["source"])

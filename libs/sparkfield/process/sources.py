@@ -4,6 +4,7 @@ what the classic and the object-centric extraction share."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
@@ -11,7 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.errors import InputError
+from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.io import read_csv_strings, require_path
 from sparkfield.process.mapping_common import MappingError, Source
 
@@ -130,9 +131,33 @@ def compile_expr(df: DataFrame, text: str, label: str, field: str,
 def source_frames(spark: SparkSession, mapping: Any) -> dict[str, DataFrame]:
     """Every source and SQL view of a mapping (classic or object-centric) by name, each with
     ``__row``: its row order in a source; 0 in a view (a join has no stable row order, so ties
-    inside a view are broken by activity name). Views are registered in mapping order: a view
-    may select from the sources and from the views before it."""
-    frames = {name: read_source(spark, s) for name, s in mapping.sources.items()}
+    inside a view are broken by activity name)."""
+    return with_views(spark, {name: read_source(spark, s)
+                              for name, s in mapping.sources.items()}, mapping)
+
+
+def given_frames(frames: Mapping[str, DataFrame], mapping: Any) -> dict[str, DataFrame]:
+    """:func:`source_frames` of a mapping of frames: the frames given for its sources (by
+    name, in their row order), and its views over them."""
+    for name in mapping.sources:
+        if name not in frames:  # the mapping was parsed for other frames
+            raise MappingError(f"no frame given for source {name!r} "
+                               f"(frames: {', '.join(frames) or 'none'})")
+        if not isinstance(frames[name], DataFrame):
+            raise ConfigError(f"frame {name!r}: expected a DataFrame, got "
+                              f"{type(frames[name]).__name__}")
+    spark = frames[next(iter(mapping.sources))].sparkSession
+    return with_views(spark, {name: with_row_order(frames[name]) for name in mapping.sources},
+                      mapping)
+
+
+def with_views(spark: SparkSession, frames: dict[str, DataFrame], mapping: Any
+               ) -> dict[str, DataFrame]:
+    """The sources (with ``__row``) and the mapping's views. Each source is registered as a
+    temporary view of its name, so that views and expressions may query it; views are
+    registered in mapping order: a view may select from the sources and the views before
+    it."""
+    frames = dict(frames)
     for name, df in frames.items():
         df.drop(ROW_COL).createOrReplaceTempView(name)
     for name, query in mapping.views.items():

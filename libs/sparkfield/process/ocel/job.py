@@ -72,6 +72,7 @@ def run_ocel(spark: SparkSession, p: Any, mapping: OcelMapping, report: RunRepor
         result = ProcessResult(events=c.tables.events, views=small[mapping.main_type],
                                report=report, rejects=report.total_rejects, output=p.output)
         result.extras["ocel_views"] = small
+        result.extras["ocel"] = c.tables  # read again from the sources once the run is over
         if out is not None:
             _write(spark, p, out, c, mapping, report)
         publish(spark, out, report, skew_ratio, p.max_reject_fraction)

@@ -10,6 +10,7 @@ activity or relation and the field, before any data is read.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from sparkfield.process.mapping_common import (
     MappingError,
     Source,
+    Tables,
     activity_entries,
     attributes_of,
     check_keys,
@@ -24,6 +26,7 @@ from sparkfield.process.mapping_common import (
     need,
     parse_sources,
     source_of,
+    tables_of,
     timestamp_bounds,
 )
 
@@ -138,17 +141,18 @@ class OcelMapping:
         return self.case_object_type or next(iter(self.objects))
 
 
-def parse_ocel_mapping(doc: Any, base: Path | str | None = None,
-                       origin: str = "<inline>") -> OcelMapping:
-    """The object-centric form of a parsed mapping document."""
+def parse_ocel_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>",
+                       frames: Collection[str] | None = None) -> OcelMapping:
+    """The object-centric form of a parsed mapping document; with ``frames``, a mapping of
+    frames (:func:`~sparkfield.process.mapping_common.frame_sources`)."""
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources', 'objects' and "
                            "'activities'")
     check_keys(doc, TOP_KEYS, origin)
     timezone = check_timezone(doc, origin)
     min_ts, max_ts = timestamp_bounds(doc, origin)
-    sources, views = parse_sources(doc, base, origin)
-    tables = [*sources, *views]
+    sources, views = parse_sources(doc, base, origin, frames)
+    tables = tables_of(sources, views)
     types = _object_types(doc, origin, tables)
     acts = _activities(doc, origin, tables, types)
     o2o = _object_relations(doc, origin, tables, types)
@@ -169,7 +173,7 @@ def _typed(name: Any, where: str, types: dict[str, ObjectType]) -> str:
     return str(name)
 
 
-def _object_types(doc: dict, origin: str, tables: list[str]) -> dict[str, ObjectType]:
+def _object_types(doc: dict, origin: str, tables: Tables) -> dict[str, ObjectType]:
     raw_types = doc.get("objects")
     if not isinstance(raw_types, dict) or not raw_types:
         raise MappingError(f"{origin}: 'objects' must map object type names to their source "
@@ -178,7 +182,7 @@ def _object_types(doc: dict, origin: str, tables: list[str]) -> dict[str, Object
             for i, (name, o) in enumerate(raw_types.items())}
 
 
-def _object_type(i: int, name: Any, o: Any, where: str, tables: list[str]) -> ObjectType:
+def _object_type(i: int, name: Any, o: Any, where: str, tables: Tables) -> ObjectType:
     if not isinstance(o, dict):
         raise MappingError(f"{where}: must be a mapping")
     check_keys(o, OBJECT_KEYS, where)
@@ -196,7 +200,7 @@ def _object_type(i: int, name: Any, o: Any, where: str, tables: list[str]) -> Ob
     return t
 
 
-def _changes(o: dict, where: str, tables: list[str]) -> tuple[AttributeChange, ...]:
+def _changes(o: dict, where: str, tables: Tables) -> tuple[AttributeChange, ...]:
     """An object type's ``changes``; source and id default to the type's own."""
     raw_changes = o.get("changes") or []
     if not isinstance(raw_changes, list):
@@ -216,7 +220,7 @@ def _changes(o: dict, where: str, tables: list[str]) -> tuple[AttributeChange, .
     return tuple(changes)
 
 
-def _activities(doc: dict, origin: str, tables: list[str], types: dict[str, ObjectType]
+def _activities(doc: dict, origin: str, tables: Tables, types: dict[str, ObjectType]
                 ) -> list[OcelActivity]:
     acts = []
     for i, a, where in activity_entries(doc, origin, ACTIVITY_KEYS, _MISPLACED):
@@ -250,7 +254,7 @@ def _event_objects(a: dict, where: str, types: dict[str, ObjectType]
     return tuple(objs)
 
 
-def _object_relations(doc: dict, origin: str, tables: list[str],
+def _object_relations(doc: dict, origin: str, tables: Tables,
                       types: dict[str, ObjectType]) -> list[ObjectRelation]:
     raw_o2o = doc.get("object_relations") or []
     if not isinstance(raw_o2o, list):
