@@ -45,6 +45,16 @@ def test_the_public_functions_pass_their_tests_over_spark_connect(server, shared
     assert "skipped" not in res.stdout.splitlines()[-1], tail
 
 
+@pytest.mark.slow
+def test_the_building_blocks_notebook_runs_over_spark_connect(server, monkeypatch):
+    from tests.test_notebooks import check_building_blocks, execute_notebook
+
+    monkeypatch.setenv("SPARK_REMOTE", server)  # what a user sets before starting Jupyter
+    shown = execute_notebook("building_blocks")
+    assert shown["connect"]
+    check_building_blocks(shown)
+
+
 @pytest.mark.parametrize("job", sorted(p.stem for p in (ROOT / "jobs").glob("*.py")))
 def test_a_job_asked_to_run_over_spark_connect_exits_2_saying_why(job, capsys, monkeypatch):
     monkeypatch.delenv("SPARK_REMOTE", raising=False)

@@ -11,7 +11,7 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 # the notebooks in notebooks/ (checked below); those in NEED_DATA read the large data sets
-NOTEBOOKS = ["bag_of_words", "coffee_shops", "embed", "event_log"]
+NOTEBOOKS = ["bag_of_words", "building_blocks", "coffee_shops", "embed", "event_log"]
 NEED_DATA = {"bag_of_words", "embed", "event_log"}
 
 
@@ -48,6 +48,14 @@ PROBES = {
                                            "vector").limit(5).toPandas().shape),
     "documents": res.documents.count(), "vocabulary": len(res.vocabulary),
     "top_words": top["word"].tolist(), "counts_sorted": top["count"].is_monotonic_decreasing}))""",
+    "building_blocks": """print(json.dumps({
+    "connect": bool(remote), "vocabulary": vocabulary,
+    "texts": {r["page"]: r["text"] is not None for r in vectors.collect()},
+    "sentences": len(rows), "dims": sorted(set(rows["embedding"].map(len))),
+    "best_cosine": float(cosine[i, j]),
+    "top": top[["rank", "x", "y", "distance_to_station_m"]].values.tolist(),
+    "dfg": dfg[["source", "target", "frequency"]].values.tolist(),
+    "rejected": sorted(map(list, rejected[["source", "reason", "count"]].values.tolist()))}))""",
     "embed": """print(json.dumps({
     "neighbors": list(res.extras["neighbors"].shape),
     "queries": int(res.extras["neighbors"]["query_id"].nunique()),
@@ -75,6 +83,8 @@ def _check(name: str, shown: dict) -> None:
         assert shown["sentences"] == [5, 5] and shown["documents"] == 6
         assert shown["vocabulary"] == 100 and len(shown["top_words"]) == 25
         assert shown["counts_sorted"] and "the" not in shown["top_words"]  # no stopwords
+    elif name == "building_blocks":
+        check_building_blocks(shown)
     elif name == "embed":
         assert shown["neighbors"][0] == 9 and shown["queries"] == 3  # 3 queries x k=3
         assert 0 < shown["cosine_max"] <= 1.0001 and shown["topics"] == 3
@@ -82,11 +92,27 @@ def _check(name: str, shown: dict) -> None:
         assert layers_heads_square[-1] == layers_heads_square[-2] == shown["tokens"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_executes(name, request, monkeypatch):
-    if name in NEED_DATA:  # the kernel inherits the environment
-        monkeypatch.setenv("SPARKFIELD_DATA", str(request.getfixturevalue("shared_data")))
+def check_building_blocks(shown: dict) -> None:
+    """What building_blocks.ipynb shows, on a classic session or over Spark Connect alike."""
+    vocab = shown["vocabulary"]
+    assert len(vocab) == 12 and vocab[:2] == ["coffee", "brewed"], vocab
+    assert shown["texts"] == {"espresso": True, "filter": True, "tea": True, "missing": False}
+    assert shown["sentences"] == 7 and shown["dims"] == [384]
+    assert 0.3 < shown["best_cosine"] <= 1.0001
+    top = shown["top"]
+    assert [r[0] for r in top] == [1, 2, 3, 4, 5]
+    assert all(r[1] % 25 == 0 and r[2] % 25 == 0 for r in top)  # on the 25 m lattice
+    assert all(((a[1] - b[1]) ** 2 + (a[2] - b[2]) ** 2) ** 0.5 >= 100
+               for k, a in enumerate(top) for b in top[k + 1:])  # distinct sites
+    assert [r[3] for r in top] == sorted(r[3] for r in top)
+    assert shown["dfg"] == [["Place order", "Pay", 3], ["Pay", "Ship", 2]]
+    assert shown["rejected"] == [["Pay", "null timestamp", 1], ["Ship", "null timestamp", 1],
+                                 ["Ship", "unparseable timestamp", 1]]
+
+
+def execute_notebook(name: str) -> dict:
+    """Runs ``notebooks/<name>.ipynb`` in a Jupyter kernel (which inherits this process's
+    environment) and returns what its probe printed; fails on an error or a missing chart."""
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     probe = nbformat.v4.new_code_cell("import json\n" + PROBES[name])
     nb.cells.insert(len(nb.cells) - 1, probe)  # before spark.stop()
@@ -99,5 +125,15 @@ def test_notebook_executes(name, request, monkeypatch):
     images = [c for c in nb.cells if c.cell_type == "code"
               and any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
     assert images, f"{name}: the notebook draws no chart"
-    shown = json.loads("".join(o["text"] for o in probe.outputs if o.get("name") == "stdout"))
+    return json.loads("".join(o["text"] for o in probe.outputs if o.get("name") == "stdout"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_executes(name, request, monkeypatch):
+    if name in NEED_DATA:  # the kernel inherits the environment
+        monkeypatch.setenv("SPARKFIELD_DATA", str(request.getfixturevalue("shared_data")))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    shown = execute_notebook(name)
+    assert not shown.get("connect")
     _check(name, shown)
