@@ -73,6 +73,20 @@ def test_the_readme_process_example_runs_on_a_frame_of_events(spark):
 
 
 @pytest.mark.slow
+def test_the_readme_stage_example_runs_on_a_table_of_html(spark, wiki_pages):
+    block = next(b for b in _python_blocks() if "PinnedCountVectorizer" in b)
+    pages = spark.createDataFrame(
+        [(p.name, p.read_text(encoding="utf-8")) for p in sorted(wiki_pages.iterdir())],
+        "name string, html string")
+    scope = {"pages": pages}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (the README's own example)
+    rows = scope["embedded"].select("name", "text", "tfidf", "embedding").collect()
+    assert len(rows) == 6 and all(r["text"] for r in rows)
+    assert len(scope["bow"].stages[2].vocabulary) == 1000
+    assert all(r["tfidf"].size == 1000 and len(r["embedding"]) == 384 for r in rows)
+
+
+@pytest.mark.slow
 def test_the_readme_library_example_runs(spark):
     block = next(b for b in _python_blocks() if "build_session" in b)
     scope: dict = {}
