@@ -2,7 +2,7 @@
 
 Fetch politely (or read saved pages), parse, split sentences, build a top-N vocabulary and
 binary / count / TF-IDF vectors. Every flag overrides one key of conf/jobs/bag_of_words.yaml
-(see the README parameter table)."""
+(see docs/jobs/bag_of_words.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Best coffee-shop spots near Vancouver rapid-transit stations.
 
 No competitor nearby, little crime. Defaults come from conf/jobs/coffee_shops.yaml and the
-bundled data; every flag overrides one conf key (see the README parameter table)."""
+bundled data; every flag overrides one conf key (see docs/jobs/coffee_shops.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Sentence embeddings as a Spark stage on CPU or GPU.
 
 all-MiniLM-L6-v2 by default, from a local folder, with nearest neighbours, topics and attention
-maps. Every flag overrides one key of conf/jobs/embed.yaml (see the README parameter table)."""
+maps. Every flag overrides one key of conf/jobs/embed.yaml (see docs/jobs/embed.md)."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ def server(tmp_path_factory):
 def test_the_public_functions_pass_their_tests_over_spark_connect(server, shared_data):
     env = {**os.environ, REMOTE: server}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-m", "not cluster and not classic", "-rs", *CONNECT_SUITE], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=1500)
+                          "-m", "not cluster and not classic", "-rs", *CONNECT_SUITE],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     tail = (res.stdout + res.stderr)[-6000:]
     assert res.returncode == 0, tail
     passed = re.search(r"(\d+) passed", res.stdout)

@@ -1,5 +1,5 @@
-"""Every job's parameter schema by job name (for the README tables and the tests that check
-conf files, flags and README against them)."""
+"""Every job's parameter schema by job name (for the job manuals' tables and the tests that check
+conf files, flags and docs against them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """One declared parameter schema per job: the single source of the job's conf keys, their types,
-ranges and defaults, its command-line flags and the README parameter table.
+ranges and defaults, its command-line flags and the parameter tables of the job manuals
+(docs/jobs/).
 
 A :class:`Param` names a key of the job section (dotted for nested keys, ``search.grid_step_m``).
 :meth:`JobSchema.validate` checks a merged job section against the schema: an unknown key is an

@@ -1,4 +1,5 @@
-"""The coffee_shops job's parameters: conf keys, flags and the README table come from here."""
+"""The coffee_shops job's parameters: conf keys, flags and the table in
+docs/jobs/coffee_shops.md come from here."""
 
 from __future__ import annotations
 

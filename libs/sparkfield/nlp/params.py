@@ -1,5 +1,6 @@
-"""The embed job's parameters: conf keys, flags and the README table come from here, and the
-checks of the environment a run needs (model folder, GPU, Spark NLP) before any JVM starts."""
+"""The embed job's parameters: conf keys, flags and the table in docs/jobs/embed.md come from
+here, and the checks of the environment a run needs (model folder, GPU, Spark NLP) before any
+JVM starts."""
 
 from __future__ import annotations
 

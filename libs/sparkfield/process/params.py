@@ -1,4 +1,4 @@
-"""The event_log and process_mining jobs' parameters: conf keys, flags, the README tables and
+"""The event_log and process_mining jobs' parameters: conf keys, flags, the tables in docs/jobs and
 the typed parameters a run reads (``EVENT_LOG.parse(cfg.job)``) come from here."""
 
 from __future__ import annotations

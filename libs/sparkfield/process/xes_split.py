@@ -5,8 +5,8 @@ Spark's text source cuts the file into records at every ``<trace`` (its ``lineSe
 ``.xes`` is read in byte ranges by all executors (Hadoop moves a record that crosses a range's
 end to the range where it starts); a ``.xes.gz`` cannot be split, so one task decompresses it
 and the traces are dealt out to every executor to be parsed (one reading core plus a shuffle of
-the log's text: see the README). The text before the first trace (the log's extensions,
-globals and classifiers) is read once, on the driver.
+the log's text: see docs/jobs/process_mining.md). The text before the first trace (the log's
+extensions, globals and classifiers) is read once, on the driver.
 
 A ``<trace`` inside a comment, CDATA section or processing instruction starts no trace: the
 records either side of such a cut are joined again where they are read (:func:`open_markup`

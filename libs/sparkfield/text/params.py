@@ -1,5 +1,5 @@
-"""The bag_of_words job's parameters: conf keys, flags, the README table and the typed
-parameters the code reads (``SCHEMA.parse``) come from here."""
+"""The bag_of_words job's parameters: conf keys, flags, the table in docs/jobs/bag_of_words.md
+and the typed parameters the code reads (``SCHEMA.parse``) come from here."""
 
 from __future__ import annotations
 
