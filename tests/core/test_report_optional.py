@@ -30,8 +30,14 @@ def test_the_stage_view_reads_as_words_on_the_console():
         "stage 7 (collect): max/median task time 9.1"], "stages": [
         {"stage": 3, "ratio": 1.2}, {"stage": 7, "ratio": 9.1}, {"stage": 8, "ratio": None}]}
     lines = report.summary().splitlines()
-    assert "  skew[events]: max/median=1.5 over 4 partitions" in lines
+    assert "  skew[events]: max/median 1.5 over 4 partitions (max None, median None)" in lines
     assert ("  skew[stages]: 3 stages of 2+ tasks, worst max/median task time 9.1; 1 over 4.0: "
             "stage 7 (collect): max/median task time 9.1") in lines
+    report.skew["empty"] = {"partitions": 0, "max": 0, "median": 0, "ratio": None}
+    report.skew["idle"] = {"partitions": 3, "max": 0, "median": 0, "ratio": None}
+    lines = report.summary().splitlines()
+    assert "  skew[empty]: no partitions" in lines
+    assert "  skew[idle]: max/median n/a (median 0) over 3 partitions (max 0, median 0)" in lines
+    assert not [ln for ln in lines if "None over None" in ln]
     report.skew["stages"] = {"available": False, "reason": "spark.ui.enabled is false"}
     assert "  skew[stages]: not available (spark.ui.enabled is false)" in report.summary()

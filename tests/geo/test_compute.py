@@ -82,4 +82,6 @@ def test_compute_counts_and_ranks_without_a_report(spark):
     # cells of 10 m) around A; the counts add up to the 21 points in reach
     assert [x["rows"] for x in s.cached] == [3, 15 + 4]
     assert c.in_search_count == s.counts["lattice_points_in_search"] == 21
-    assert {x["step"] for x in s.steps} == {"count_inputs", "stations", "search_search", "rank"}
+    assert {x["step"] for x in s.steps} == {"count_inputs", "stations", "search_search", "rank",
+                                            "cache crimes", "cache search",
+                                            "describe_top", "count_candidates", "density"}

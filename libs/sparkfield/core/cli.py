@@ -7,6 +7,7 @@ import datetime
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from sparkfield.core.failures import (
 )
 from sparkfield.core.io import local_output_problem
 from sparkfield.core.params import JobSchema, timezone_problem
+from sparkfield.core.report import session_started
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -194,6 +196,7 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
         return _fail(f"cannot take the lock beside --output {output}: {exc}", EXIT_BAD_INPUT)
     from pyspark.sql import SparkSession
 
+    from sparkfield.core.progress import progress_lines
     from sparkfield.core.session import build_session, end_session
 
     try:
@@ -202,12 +205,16 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
         except InputError as exc:
             return _fail(str(exc), EXIT_BAD_INPUT)
         joined = SparkSession.getActiveSession()  # a caller's session is not ours to stop
+        t0 = time.perf_counter()
         try:
             spark = build_session(cfg)
         except ConfigError as exc:
             return _fail(str(exc), EXIT_BAD_INPUT)
+        if joined is None:  # the run report counts the session's start as its first step
+            session_started(t0, time.perf_counter() - t0)
         try:
-            result = run(spark, cfg)
+            with progress_lines(spark, cfg.practices.progress_interval_s):
+                result = run(spark, cfg)
             if describe is not None:
                 print(describe(result))
             return _check_rejects(result, limit)

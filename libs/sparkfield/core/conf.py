@@ -154,6 +154,7 @@ class Practices:
     checkpoint_dir: str | None = None  # None: beside the output (see practices.py)
     local_checkpoint: bool = False
     skew_ratio_threshold: float = 4.0
+    progress_interval_s: float = 30.0
 
 
 @dataclass

@@ -65,8 +65,11 @@ def cached_rows(
     lvl = storage_level(level)
     persisted = df.persist(lvl)
     try:
-        rows = persisted.count()
-        if report is not None:
+        if report is None:
+            rows = persisted.count()
+        else:  # filling the cache runs the plan behind it: that time is a step of its own
+            with report.step(f"cache {name}"):
+                rows = persisted.count()
             report.cached.append({"name": name, "level": str(lvl), "rows": rows})
         yield persisted, rows
     finally:

@@ -1,6 +1,13 @@
 """Run report: what a job read, rejected, produced and how long each step took.
 
 Written as ``run_report.json`` into the job's output and summarised on the console.
+
+Time is accounted for against the wall clock: ``total_seconds`` is the time from the start of
+the job's Spark session (or from the report's creation, for a session the job did not start)
+to the report's completion, and the steps say how much of it they cover. Spark is lazy, so a
+step times the actions it triggers; the work that fills a cache is timed as its own step
+(``cache <name>``, see :func:`sparkfield.core.practices.cached_rows`). A step opened inside
+another (in any :class:`Stats`) is listed with ``within`` and not counted twice.
 """
 
 from __future__ import annotations
@@ -15,6 +22,28 @@ from datetime import UTC, datetime
 from typing import Any
 
 log = logging.getLogger("sparkfield")
+
+# the steps open now, outermost first: a step opened inside another is nested in the timeline
+# even when the two belong to different Stats (a compute's and its run's)
+_OPEN_STEPS: list[str] = []
+# when this process last started a Spark session for a job, and how long that took
+_SESSION_START: dict[str, float] = {}
+
+
+def session_started(t0: float, seconds: float) -> None:
+    """Record that a job's Spark session started at ``t0`` (``time.perf_counter()``) and took
+    ``seconds``: the next :class:`RunReport` counts its time from there, as its first step."""
+    _SESSION_START.update(t0=t0, seconds=seconds)
+
+
+def current_step() -> str | None:
+    """The innermost step open now (for progress lines)."""
+    return _OPEN_STEPS[-1] if _OPEN_STEPS else None
+
+
+def counted_seconds(steps: list[dict[str, Any]]) -> float:
+    """The seconds of the steps that are not inside another step."""
+    return sum(s["seconds"] for s in steps if "within" not in s)
 
 
 class RenderUnavailable(RuntimeError):
@@ -40,6 +69,20 @@ def _stages_line(view: dict[str, Any]) -> str:
             f"{view.get('threshold')}" + (f": {'; '.join(skewed[:3])}" if skewed else ""))
 
 
+def _skew_line(s: dict[str, Any]) -> str:
+    """One skew entry in words: the stage view, or sizes over partitions (max/median)."""
+    if "available" in s:  # the view of the run's completed stages
+        return _stages_line(s)
+    if s.get("partitions"):
+        ratio = s.get("ratio")
+        spread = f"max/median {ratio}" if ratio is not None else "max/median n/a (median 0)"
+        return f"{spread} over {s['partitions']} partitions (max {s.get('max')}, median " \
+               f"{s.get('median')})"
+    if "partitions" in s:
+        return "no partitions"
+    return ", ".join(f"{k}={v}" for k, v in s.items() if not isinstance(v, dict | list))
+
+
 @dataclass(kw_only=True)
 class Stats:
     """What a step of work measured, in the sections of the run report: counts, rejects, skew,
@@ -59,12 +102,19 @@ class Stats:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
+        """Time the block as the step ``name`` (nested in the step open around it, if any)."""
+        outer = current_step()
+        _OPEN_STEPS.append(name)
         t0 = time.perf_counter()
         try:
             yield
         finally:
             seconds = round(time.perf_counter() - t0, 3)
-            self.steps.append({"step": name, "seconds": seconds})
+            _OPEN_STEPS.pop()
+            entry: dict[str, Any] = {"step": name, "seconds": seconds}
+            if outer is not None:
+                entry["within"] = outer
+            self.steps.append(entry)
             log.info("step %s: %.2fs", name, seconds)
 
     def add_rejects(self, source: str, by_reason: dict[str, int]) -> None:
@@ -115,6 +165,21 @@ class RunReport(Stats):
     params: dict[str, Any] = field(default_factory=dict)
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
     status: str = "running"
+    wall_seconds: float | None = None  # set by finish()
+
+    def __post_init__(self) -> None:
+        self._t0 = time.perf_counter()
+        if _SESSION_START:  # this run's session was started for it: its time counts too
+            self._t0 = _SESSION_START["t0"]
+            self.steps.append({"step": "start_session",
+                               "seconds": round(_SESSION_START["seconds"], 3)})
+            _SESSION_START.clear()
+
+    def elapsed(self) -> float:
+        """Wall seconds since the run (or its session) started; fixed once finished."""
+        if self.wall_seconds is not None:
+            return self.wall_seconds
+        return round(time.perf_counter() - self._t0, 3)
 
     def reject_fraction(self) -> tuple[int, float]:
         """(input rows, rejected rows / input rows)."""
@@ -123,7 +188,8 @@ class RunReport(Stats):
 
     def finish(self, max_reject_fraction: float | None = None) -> None:
         """The final status: ``ok``, or ``too_many_rejects`` when the rejected fraction passes
-        the limit (the job then exits 3 with its outputs written)."""
+        the limit (the job then exits 3 with its outputs written). The wall time stops here."""
+        self.wall_seconds = round(time.perf_counter() - self._t0, 3)
         self.status = "ok"
         if max_reject_fraction is not None:
             rows, fraction = self.reject_fraction()
@@ -133,6 +199,7 @@ class RunReport(Stats):
                                   f"({fraction:.1%} > {float(max_reject_fraction):.1%})")
 
     def to_dict(self) -> dict[str, Any]:
+        total, counted = self.elapsed(), counted_seconds(self.steps)
         return {
             "job": self.job,
             "status": self.status,
@@ -146,7 +213,9 @@ class RunReport(Stats):
             "skew": self.skew,
             "cached": self.cached,
             "steps": self.steps,
-            "total_seconds": round(sum(s["seconds"] for s in self.steps), 3),
+            "total_seconds": total,
+            "steps_seconds": round(counted, 3),
+            "steps_cover": round(counted / total, 3) if total > 0 else None,
             "notes": self.notes,
         }
 
@@ -155,7 +224,9 @@ class RunReport(Stats):
 
     def summary(self) -> str:
         d = self.to_dict()
-        lines = [f"[{self.job}] status={self.status} total={d['total_seconds']}s"]
+        cover = d["steps_cover"]
+        lines = [f"[{self.job}] status={self.status} total={d['total_seconds']}s"
+                 + (f" (steps cover {cover:.0%})" if cover is not None else "")]
         if self.inputs:
             lines.append("  inputs:  " + ", ".join(f"{k}={v}" for k, v in self.inputs.items()))
         if self.outputs:
@@ -166,12 +237,9 @@ class RunReport(Stats):
                     continue
                 parts = ", ".join(f"{r}={n}" for r, n in reasons.items())
                 lines.append(f"  rejects[{source}]: {parts}")
-        for name, s in self.skew.items():
-            if "available" in s:  # the view of the run's completed stages
-                lines.append(f"  skew[{name}]: {_stages_line(s)}")
-            else:
-                lines.append(f"  skew[{name}]: max/median={s.get('ratio')} over "
-                             f"{s.get('partitions')} partitions")
-        lines.append("  steps:   " + ", ".join(f"{s['step']}={s['seconds']}s" for s in self.steps))
+        lines.extend(f"  skew[{name}]: {_skew_line(s)}" for name, s in self.skew.items())
+        lines.append("  steps:   " + ", ".join(
+            f"{s['step']}={s['seconds']}s" + (f" (in {s['within']})" if "within" in s else "")
+            for s in self.steps))
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)

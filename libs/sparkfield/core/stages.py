@@ -45,6 +45,23 @@ def _completed_stages(spark: SparkSession, since: str | None = None
     return base, stages
 
 
+def active_stage_inputs(spark: SparkSession) -> dict[int, tuple[int, int]]:
+    """Bytes and records read so far by each active stage (input files plus shuffle reads);
+    empty when the monitoring REST API cannot be read."""
+    ui = spark.sparkContext.uiWebUrl
+    if not ui:
+        return {}
+    base = f"{ui.rstrip('/')}/api/v1/applications/{spark.sparkContext.applicationId}"
+    try:
+        stages = _get(f"{base}/stages?status=active", timeout=2.0)
+    except (OSError, ValueError):
+        return {}
+    return {int(st["stageId"]): (int(st.get("inputBytes", 0)) + int(st.get("shuffleReadBytes", 0)),
+                                 int(st.get("inputRecords", 0))
+                                 + int(st.get("shuffleReadRecords", 0)))
+            for st in stages}
+
+
 def stage_skew(spark: SparkSession, ratio: float = 4.0, min_task_ms: float = 500.0,
                limit: int = 200, since: str | None = None) -> dict[str, Any]:
     """Completed stages with their task-time and input-size distributions (median, max) and

@@ -164,7 +164,8 @@ def compute(spark: SparkSession, p: CoffeeShopsParams, crime_in: CrimeInput,
                            candidate_count=ctx.candidate_count,
                            in_search_count=ctx.in_search_count)
     if ctx.crimes is not None:
-        c.density = crime_density(ctx.crimes)
+        with stats.step("density"):
+            c.density = crime_density(ctx.crimes)
     return c
 
 

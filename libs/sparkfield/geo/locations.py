@@ -160,11 +160,13 @@ def _locate(crimes: DataFrame, stations: DataFrame | pd.DataFrame,
     found = _search_levels(spark, ctx.crimes, eligible, s, ctx)
     # the last level's rows: its candidates and its tiles' counts, read twice from one cache
     found = ctx.stack.enter_context(cached(found, "search", ctx.level, stats))
-    ctx.candidate_count, ctx.in_search_count = search_counts(found)
+    with stats.step("count_candidates"):
+        ctx.candidate_count, ctx.in_search_count = search_counts(found)
     ctx.candidates = candidates_of(found)
     with stats.step("rank"):
         sites = best_sites(ctx.candidates, s.top, s.min_separation_m)
-    top = describe_sites(spark, sites, ctx.crimes, s.count_radius_m, categories, crs)
+    with stats.step("describe_top"):
+        top = describe_sites(spark, sites, ctx.crimes, s.count_radius_m, categories, crs)
     stats.counts["lattice_points_in_search"] = ctx.in_search_count
     stats.outputs["candidates"] = ctx.candidate_count
     stats.outputs["top_locations"] = int(len(top))
