@@ -47,4 +47,5 @@ def test_compute_counts_embeddings_rejects_and_neighbours_without_a_report(spark
     assert "topics" not in c.extras  # disabled
     assert [m[0] for m in c.extras["attention"]] == ["a"] and c.attention_texts == [
         "Cats chase mice in the garden."]
-    assert [x["step"] for x in s.steps] == ["embed", "neighbors", "attention"]
+    assert [(x["step"], x.get("within")) for x in s.steps] == [
+        ("cache embeddings", "embed"), ("embed", None), ("neighbors", None), ("attention", None)]
