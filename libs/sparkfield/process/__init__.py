@@ -2,9 +2,10 @@
 views a process miner expects (directly-follows graph, variants, cases, process map).
 
 The views also work on any DataFrame: ``discover_dfg(df, case=..., activity=...,
-timestamp=...)`` and friends (:mod:`sparkfield.process.discover`); so does the extraction:
-``event_log_from_frames`` and ``ocel_from_frames`` build a log from source tables held as
-DataFrames and a mapping (:mod:`sparkfield.process.frames`)."""
+timestamp=...)`` and friends (:mod:`sparkfield.process.discover`), and so do pm4py's log
+filters (``filter_variants_top_k(df, 5, case=...)``, :mod:`sparkfield.process.filters`); so
+does the extraction: ``event_log_from_frames`` and ``ocel_from_frames`` build a log from
+source tables held as DataFrames and a mapping (:mod:`sparkfield.process.frames`)."""
 
 from sparkfield.process.discover import (
     activities,
@@ -16,6 +17,19 @@ from sparkfield.process.discover import (
     start_activities,
     variants,
 )
+from sparkfield.process.filters import (
+    filter_activities_rework,
+    filter_case_performance,
+    filter_case_size,
+    filter_directly_follows_relation,
+    filter_end_activities,
+    filter_event_attribute_values,
+    filter_eventually_follows_relation,
+    filter_start_activities,
+    filter_time_range,
+    filter_variants_by_coverage_percentage,
+    filter_variants_top_k,
+)
 from sparkfield.process.frames import EventLog, OcelLog, event_log_from_frames, ocel_from_frames
 from sparkfield.process.job import run_event_log, run_process_mining
 from sparkfield.process.mapping_common import MappingError
@@ -23,5 +37,9 @@ from sparkfield.process.result import ProcessResult
 
 __all__ = ["EventLog", "MappingError", "OcelLog", "ProcessResult", "activities", "all_views",
            "case_durations", "discover_dfg", "end_activities", "event_frame",
-           "event_log_from_frames", "ocel_from_frames", "run_event_log", "run_process_mining",
-           "start_activities", "variants"]
+           "event_log_from_frames", "filter_activities_rework", "filter_case_performance",
+           "filter_case_size", "filter_directly_follows_relation", "filter_end_activities",
+           "filter_event_attribute_values", "filter_eventually_follows_relation",
+           "filter_start_activities", "filter_time_range",
+           "filter_variants_by_coverage_percentage", "filter_variants_top_k", "ocel_from_frames",
+           "run_event_log", "run_process_mining", "start_activities", "variants"]
