@@ -51,6 +51,7 @@ from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA
 from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
 from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, top_vocabulary
+from sparkfield.text.warc import TEXT_TYPE, read_warc, warc_counts, warc_pages, warc_rejects
 
 log = logging.getLogger("sparkfield.text")
 __all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages", "load",
@@ -93,11 +94,13 @@ def _doc_id(url_col: Column) -> Column:
 @dataclass
 class Loaded:
     """What :func:`load` read: the pages (with doc_id, content_hash and change), the earlier
-    output's state and what reading counted."""
+    output's state, what reading counted and what it rejected (a web archive's broken
+    records; None for the other sources, whose failed pages are rows of ``pages``)."""
 
     pages: DataFrame
     state: CrawlState
     stats: Stats
+    rejects: DataFrame | None = None
 
 
 def load(spark: SparkSession, p: BagOfWordsParams, d: Derived, stack: ExitStack) -> Loaded:
@@ -105,13 +108,18 @@ def load(spark: SparkSession, p: BagOfWordsParams, d: Derived, stack: ExitStack)
     the cache and the copies of the earlier output are kept until ``stack`` closes."""
     stats = Stats()
     state = CrawlState.load(spark, p.output, _parse_fingerprint(p), p.refresh, stats, stack)
-    with stats.step("pages"):  # the fetch runs as the pages are cached
-        raw = _read_pages(spark, p, d, stats, stack)
+    rejects = None
+    # the fetch runs as the pages are cached; what reading keeps only until then is released
+    with stats.step("pages"), ExitStack() as reading:
+        if d.source == "warc":
+            raw, rejects = _archived_pages(spark, p, d, stats, stack, reading)
+        else:
+            raw = _read_pages(spark, p, d, stats, stack)
         pages, n_pages = stack.enter_context(cached_rows(
             state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
             report=stats))
     stats.outputs["pages"] = n_pages
-    return Loaded(pages=pages, state=state, stats=stats)
+    return Loaded(pages=pages, state=state, stats=stats, rejects=rejects)
 
 
 def _read_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
@@ -137,6 +145,22 @@ def _saved_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: St
         stats.note(f"{hidden} hidden file(s) under {d.path} (dot files, folders starting "
                    "with . or _) were not read")
     return pages
+
+
+def _archived_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
+                    stack: ExitStack, reading: ExitStack) -> tuple[DataFrame, DataFrame]:
+    """The pages and rejects of a web archive. The records are read once: cached until
+    ``reading`` closes (once the pages are cached), the rejects kept until ``stack`` closes."""
+    records = reading.enter_context(cached(read_warc(spark, d.path, p.fetch.max_bytes),
+                                           "warc_records", report=stats))
+    counts = warc_counts(records)
+    stats.inputs["warc_records"] = sum(counts.records.values()) + sum(counts.rejects.values())
+    stats.counts["warc_files"] = counts.files
+    stats.counts["warc_records"] = counts.records
+    stats.counts["warc_responses_not_pages"] = counts.skipped
+    stats.add_rejects("warc", counts.rejects)
+    rejects = local_checkpoint(warc_rejects(records), stack)
+    return sample(warc_pages(records), p.sample, d.seed), rejects
 
 
 def _fetched_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
@@ -278,10 +302,30 @@ def _documents(p: BagOfWordsParams, ok: DataFrame, state: CrawlState, stats: Sta
 
 def parse_documents(pages: DataFrame, extract: str, selector: str) -> DataFrame:
     """Pages (doc_id, url, html) -> documents (DOC_SCHEMA): what ``HtmlToText`` gives, with
-    the reason of a page without text in ``error``."""
+    the reason of a page without text in ``error``. Pages whose ``content_type`` is
+    ``text/plain`` (a web archive's text conversions, WET) hold their text already: it is the
+    document's text as it is."""
+    if "content_type" not in pages.columns:
+        return _html_documents(pages, extract, selector)
+    is_text = F.coalesce(F.col("content_type") == TEXT_TYPE, F.lit(False))
+    return _html_documents(pages.where(~is_text), extract, selector).unionByName(
+        _text_documents(pages.where(is_text)))
+
+
+def _html_documents(pages: DataFrame, extract: str, selector: str) -> DataFrame:
     docs = html_to_text(pages.select("doc_id", "url", "html"), extract=extract,
                         selector=selector, error_col="error")
     return docs.select(*DOC_SCHEMA.names)
+
+
+def _text_documents(pages: DataFrame) -> DataFrame:
+    """Documents of pages that hold text: no title; an empty text is a reject as a page
+    without text is."""
+    empty = F.trim(F.coalesce(F.col("html"), F.lit(""))) == ""
+    return pages.select(
+        "doc_id", "url", F.lit(None).cast("string").alias("title"),
+        F.when(~empty, F.col("html")).alias("text"),
+        F.when(empty, F.lit("no text")).alias("error"))
 
 
 def sentence_rows(docs: DataFrame) -> DataFrame:
@@ -365,6 +409,8 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
         report.merge(loaded.stats)
         c = compute(spark, p, loaded.pages, loaded.state, stack)
         report.merge(c.stats)
+        if loaded.rejects is not None:
+            c.rejects = c.rejects.unionByName(loaded.rejects)
         frames = _parquet_outputs(loaded.pages, c)
         if out is not None:
             with report.step("write"):

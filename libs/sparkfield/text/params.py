@@ -17,6 +17,9 @@ SCHEMA = JobSchema("bag_of_words", [
           flag="--html-dir", group="source"),
     Param("source.pages", "str", None, "Parquet pages/ of an earlier run", flag="--pages",
           group="source"),
+    Param("source.warc", "str", None, "web archive: a WARC/WET file (.warc, .warc.gz), a "
+          "folder of them or a glob; local, file:, hdfs:// or s3:// (pyarrow.fs)",
+          flag="--warc", group="source"),
     Param("vocab_size", "int", 200, "the most frequent tokens kept", flag="--vocab-size",
           ge=1),
     Param("vector", "str", "binary", "vector weights", flag="--vector",
@@ -65,7 +68,7 @@ BagOfWordsParams = SCHEMA.params_type()
 FetchSettings = SCHEMA.params_type("fetch")
 DuplicateSettings = SCHEMA.params_type("duplicates")
 
-SOURCES = ("urls", "html_dir", "pages")
+SOURCES = ("urls", "html_dir", "pages", "warc")
 
 
 def fetch_settings(values: dict[str, Any] | None = None) -> FetchSettings:
@@ -93,8 +96,8 @@ def derive(p: BagOfWordsParams, seed: int) -> Derived:
     key alone)."""
     given = [k for k in SOURCES if getattr(p.source, k)]
     if len(given) != 1:
-        raise ConfigError("give exactly one source: --urls FILE, --html-dir DIR or "
-                          f"--pages PARQUET (got {given or 'none'})")
+        raise ConfigError("give exactly one source: --urls FILE, --html-dir DIR, "
+                          f"--pages PARQUET or --warc PATH (got {given or 'none'})")
     if p.extract == "selector" and not p.selector.strip():
         raise ConfigError("extract: selector needs a CSS selector")
     return Derived(source=given[0], path=getattr(p.source, given[0]), seed=seed)

@@ -1,0 +1,556 @@
+"""Web archives (WARC and WET, ISO 28500) as pages: ``--warc PATH``.
+
+The files are listed on the driver (a file, a folder read recursively or a glob, on any
+filesystem ``pyarrow.fs`` opens from a URI) and read by the executors: a DataFrame of file paths,
+laid out by size (one or a few files a partition), each task streaming its files' records with
+warcio (plain or per-record gzip), one record in memory at a time and at most ``max_bytes`` of
+its payload. What comes back is one row per page, per reject and per (record type, count):
+
+* a ``response`` record with an HTTP status 2xx and an HTML Content-Type is a page (url =
+  WARC-Target-URI, fetched_at = WARC-Date, the payload de-chunked and decompressed, decoded by
+  the charset rules of :mod:`sparkfield.text.charset`);
+* a WET ``conversion`` record is a page whose ``html`` holds plain text already
+  (content_type ``text/plain``): the parse step takes it as the document's text;
+* other responses (another status, another media type) and every other record type are counted;
+* broken input (a record cut short, a wrong Content-Length, a missing header, a response
+  without HTTP, broken chunking or compression, a gzip member holding several records, a file
+  that is not WARC) is a reject with its reason. After a broken record the reader looks for the
+  next record start (a gzip member or a ``WARC/1.x`` line) and goes on from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import io
+import os
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import rejects_of
+from sparkfield.core.practices import BALANCE_MAX_ROWS, place
+from sparkfield.core.workers import in_worker
+from sparkfield.text.charset import decode_page, header_charset
+from sparkfield.text.fetch import conform_pages
+from sparkfield.text.request import http_reason
+from sparkfield.text.saved_pages import parse_partitions
+from sparkfield.text.sniff import signature_type
+
+__all__ = ["RECORDS_SCHEMA", "TEXT_TYPE", "WarcCounts", "list_warc_files", "read_warc",
+           "warc_counts", "warc_pages", "warc_rejects"]
+
+TEXT_TYPE = "text/plain"  # the content_type of a page whose html column holds text (WET)
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+RECORDS_SCHEMA = T.StructType([
+    T.StructField("kind", T.StringType(), False),  # page | reject | records | skipped
+    T.StructField("file", T.StringType(), True),
+    T.StructField("offset", T.LongType(), True),
+    T.StructField("warc_type", T.StringType(), True),
+    T.StructField("url", T.StringType(), True),
+    T.StructField("fetched_at", T.TimestampType(), True),
+    T.StructField("status", T.IntegerType(), True),
+    T.StructField("content_type", T.StringType(), True),
+    T.StructField("html", T.StringType(), True),
+    T.StructField("charset", T.StringType(), True),
+    T.StructField("charset_source", T.StringType(), True),
+    T.StructField("reason", T.StringType(), True),  # a reject's or a skipped record's reason
+    T.StructField("detail", T.StringType(), True),
+    T.StructField("n", T.LongType(), True),  # records counted (kinds records and skipped)
+])
+REJECT_FIELDS = ("file", "offset", "warc_type", "url", "detail")
+MAX_REJECTS_PER_FILE = 1000  # a file this broken is given up (one more reject says so)
+_MAGICS = (b"\x1f\x8b\x08", b"WARC/1.")  # where a record may start: a gzip member, a header
+_CHUNK = 1 << 20
+_GLOB = set("*?[")
+
+
+# ---- listing (driver) ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Listing:
+    """The files of a ``--warc`` path: the URI their filesystem is opened from, and
+    (path on that filesystem, size) of each."""
+
+    fs_uri: str
+    files: list[tuple[str, int]]
+
+
+def _as_uri(path: str) -> str:
+    """A URI pyarrow opens: plain paths made absolute (``file:`` ones kept)."""
+    return path if ":" in path.split("/", 1)[0] else os.path.abspath(path)
+
+
+def _filesystem(uri: str) -> tuple[Any, str]:
+    from pyarrow import fs
+
+    try:
+        return fs.FileSystem.from_uri(uri)
+    except Exception as exc:  # an unknown scheme, a missing driver (libhdfs), bad credentials
+        raise InputError(f"WARC input {uri}: cannot open its filesystem ({exc})") from None
+
+
+def _glob_base(path: str) -> str:
+    """The folder above a glob's first component with a wildcard."""
+    parts = path.split("/")
+    i = next(k for k, part in enumerate(parts) if _GLOB & set(part))
+    return "/".join(parts[:i]) or "/"
+
+
+def _hidden(path: str, base: str) -> bool:
+    rel = path[len(base):].lstrip("/")
+    return any(part.startswith((".", "_")) for part in rel.split("/"))
+
+
+def list_warc_files(path: str) -> Listing:
+    """The files of ``path`` (a file, a folder read recursively without names starting with
+    . or _, or a glob); InputError when there are none or the filesystem cannot be opened."""
+    from pyarrow import fs
+
+    uri = _as_uri(path)
+    globbed = bool(_GLOB & set(uri.rsplit("://", 1)[-1]))
+    base_uri = uri
+    if globbed:
+        base_uri = uri[:len(uri) - len(uri.rsplit("://", 1)[-1])] + _glob_base(
+            uri.rsplit("://", 1)[-1])
+    filesystem, base = _filesystem(base_uri)
+    pattern = base + uri[len(base_uri):] if globbed else None
+    info = filesystem.get_file_info(base)
+    if info.type == fs.FileType.File and not globbed:
+        return Listing(base_uri, [(base, info.size)])
+    if info.type != fs.FileType.Directory:
+        raise InputError(f"WARC input not found: {path}")
+    found = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
+    files = sorted((f.path, f.size) for f in found if f.type == fs.FileType.File
+                   and not _hidden(f.path, base)
+                   and (pattern is None or fnmatch.fnmatchcase(f.path, pattern)))
+    if not files:
+        raise InputError(f"no WARC files in {path}")
+    return Listing(base_uri, files)
+
+
+# ---- reading (executors) ------------------------------------------------------------------
+
+class _Positioned(io.RawIOBase):
+    """A forward-only stream that knows its offset in the file (warcio asks ``tell``): the
+    bytes already read while looking for a record start come first."""
+
+    def __init__(self, stream: Any, start: int, head: bytes = b""):
+        self.stream, self.pos, self.head = stream, start, head
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            n = len(self.head) if size is None or size < 0 else size
+            out, self.head = self.head[:n], self.head[n:]
+        else:
+            out = self.stream.read() if size is None or size < 0 else self.stream.read(size)
+        self.pos += len(out)
+        return bytes(out)
+
+
+def _open_at(filesystem: Any, path: str, offset: int) -> _Positioned:
+    """The file streamed from ``offset`` (the bytes before it are read and dropped)."""
+    stream = filesystem.open_input_stream(path, compression=None, buffer_size=_CHUNK)
+    left = offset
+    while left > 0:
+        got = stream.read(min(left, _CHUNK))
+        if not got:
+            break
+        left -= len(got)
+    return _Positioned(stream, offset - left)
+
+
+def _next_start(filesystem: Any, path: str, after: int) -> _Positioned | None:
+    """The file streamed from the first possible record start past ``after``, or None."""
+    src = _open_at(filesystem, path, after + 1)
+    pos, tail = src.pos, b""
+    while True:
+        chunk = src.read(_CHUNK)
+        if not chunk:
+            return None
+        buf = tail + chunk
+        hits = [i for i in (buf.find(m) for m in _MAGICS) if i >= 0]
+        if hits:
+            i = min(hits)
+            return _Positioned(src.stream, pos + i, buf[i:])
+        keep = min(len(buf), max(len(m) for m in _MAGICS) - 1)
+        pos, tail = pos + len(buf) - keep, buf[-keep:]
+
+
+@dataclass
+class _FileReader:
+    """One file's rows: pages, rejects and the counts by record type."""
+
+    filesystem: Any
+    path: str
+    max_bytes: int
+    types: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    rejects: int = 0
+
+    def rows(self) -> Iterator[dict]:
+        start: _Positioned | None = _open_at(self.filesystem, self.path, 0)
+        resyncing = False
+        while start is not None and self.rejects < MAX_REJECTS_PER_FILE:
+            failed = yield from self._records(start, resyncing)
+            if failed is None:
+                break
+            start, resyncing = _next_start(self.filesystem, self.path, failed), True
+        if self.rejects >= MAX_REJECTS_PER_FILE:
+            yield self._reject(None, None, None, "too_many_errors",
+                               f"more than {MAX_REJECTS_PER_FILE} broken records: the rest of "
+                               "the file is not read")
+        if not self.types and not self.rejects:
+            yield self._reject(0, None, None, "empty", "no WARC record in the file")
+        yield from self._counts()
+
+    def _records(self, src: _Positioned, resyncing: bool) -> Iterator[dict]:
+        """The rows of the records from ``src`` on; returns the offset of a record that could
+        not be read (the next one is looked for past it), None when the file is done."""
+        it, start = _QuietIterator(src), src.pos
+        pending, errors, first = None, 0, True
+        while True:
+            try:
+                record = next(it)
+            except StopIteration:
+                yield from self._settle(pending, it.err_count > errors)
+                return None
+            except Exception as exc:  # the record at it.offset cannot be parsed
+                yield from self._settle(pending, it.err_count > errors)
+                if resyncing and first:  # a wrong guess of a record start is no reject
+                    return it.offset
+                missing = _missing_header(self.filesystem, self.path, it.offset)
+                row = (self._reject(it.offset, None, None, "missing_header", missing) if missing
+                       else self._unreadable(it.offset, exc, first and start == 0))
+                yield row
+                return None if row["reason"] in ("not_warc", "gzip_members") else it.offset
+            yield from self._settle(pending, it.err_count > errors)
+            if not str(getattr(record, "format", "warc")).startswith("warc"):  # ARC, or text
+                yield self._reject(it.offset, None, None, "not_warc",
+                                   f"not a WARC record (read as {record.format}): the rest of "
+                                   "the file is not read")
+                return None
+            errors, first = it.err_count, False
+            pending = self._record(it, record)
+
+    def _settle(self, row: dict | None, bad_length: bool) -> Iterator[dict]:
+        """The held row of the previous record: a reject when what follows it shows its
+        Content-Length wrong (no blank line where the record should end)."""
+        if row is None:
+            return
+        if bad_length and row["kind"] != "reject":
+            row = self._reject(row["offset"], row["warc_type"], row["url"], "bad_length",
+                               "the record does not end where its Content-Length says")
+        if row["kind"] != "none":
+            yield row
+
+    def _unreadable(self, offset: int, exc: Exception, at_start: bool) -> dict:
+        text = " ".join(str(exc).split())[:300]
+        if "non-chunked gzip" in text:
+            reason = "gzip_members"
+            text = ("a gzip member holds more than one record (the file is gzipped whole, not "
+                    "per record; `warcio recompress` fixes it): the rest of the file is not read")
+        elif at_start and "Unknown archive format" in text:
+            reason = "not_warc"
+        elif isinstance(exc, OSError):
+            reason = "unreadable"
+        else:
+            reason = "bad_record"
+        return self._reject(offset, None, None, reason, f"{type(exc).__name__}: {text}")
+
+    def _record(self, it: Any, record: Any) -> dict:
+        """The row of one record, read to its end (the kind ``none`` for a counted one)."""
+        rtype = record.rec_type or "unknown"
+        self.types[rtype] += 1
+        offset = it.offset
+        try:
+            if not record.rec_headers.get_header("Content-Length"):
+                raise _Bad("missing_header", "no Content-Length header")
+            if rtype == "response":
+                return _response(record, offset, self.max_bytes, self)
+            if rtype == "conversion":
+                return _conversion(record, offset, self.max_bytes, self)
+            _drain(record)
+            return _row("none", offset=offset)
+        except _Bad as bad:
+            return self._reject(offset, rtype, record.rec_headers.get_header("WARC-Target-URI"),
+                                bad.reason, bad.detail)
+        except Exception as exc:  # a payload that breaks while read (chunks, compression)
+            return self._reject(offset, rtype, record.rec_headers.get_header("WARC-Target-URI"),
+                                "bad_payload", f"{type(exc).__name__}: {exc}"[:300])
+
+    def _reject(self, offset: int | None, rtype: str | None, url: str | None, reason: str,
+                detail: str) -> dict:
+        self.rejects += 1
+        return _row("reject", file=self.path, offset=offset, warc_type=rtype, url=url,
+                    reason=reason, detail=detail)
+
+    def _counts(self) -> Iterator[dict]:
+        for rtype, n in self.types.items():
+            yield _row("records", file=self.path, warc_type=rtype, n=n)
+        for (rtype, reason), n in self.skipped.items():
+            yield _row("skipped", file=self.path, warc_type=rtype, reason=reason, n=n)
+
+
+class _QuietIterator:
+    """warcio's ArchiveIterator whose warnings (a record not followed by a blank line) are
+    counted, not printed: the reader turns them into rejects."""
+
+    def __init__(self, src: _Positioned):
+        from warcio.archiveiterator import ArchiveIterator
+
+        self.inner = ArchiveIterator(src)
+        self.records = iter(self.inner)
+
+    @property
+    def err_count(self) -> int:
+        return self.inner.err_count
+
+    @property
+    def offset(self) -> int:
+        return self.inner.offset
+
+    def __next__(self) -> Any:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return next(self.records)
+
+
+class _Bad(Exception):
+    """A record that is a reject: its reason and what exactly is wrong."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+MANDATORY = ("WARC-Type", "WARC-Record-ID", "WARC-Date", "Content-Length")
+TARGETED = ("response", "request", "revisit", "resource", "conversion")
+
+
+def _missing_header(filesystem: Any, path: str, offset: int) -> str | None:
+    """Which mandatory header the record at ``offset`` lacks (warcio fails on such records
+    without saying so), or None."""
+    raw = _open_at(filesystem, path, offset).read(1 << 16)
+    if raw.startswith(b"\x1f\x8b"):
+        try:
+            raw = zlib.decompressobj(31).decompress(raw, 1 << 16)
+        except zlib.error:
+            return None
+    lines = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    if not lines[0].startswith("WARC/"):
+        return None
+    fields = {k.strip().lower(): v.strip() for k, _, v in
+              (line.partition(":") for line in lines[1:])}
+    wanted = MANDATORY + (("WARC-Target-URI",) if fields.get("warc-type") in TARGETED else ())
+    lacking = [name for name in wanted if not fields.get(name.lower())]
+    return f"no {', '.join(lacking)} header" if lacking else None
+
+
+def _row(kind: str, **values: Any) -> dict:
+    return {"kind": kind, **values}
+
+
+def _header(record: Any, name: str) -> str:
+    value = record.rec_headers.get_header(name)
+    if not value:
+        raise _Bad("missing_header", f"no {name} header")
+    return value
+
+
+def _warc_date(record: Any) -> datetime:
+    value = _header(record, "WARC-Date")
+    try:
+        stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise _Bad("bad_header", f"WARC-Date is not a date: {value[:60]!r}") from None
+    return (stamp.astimezone(UTC) if stamp.tzinfo else stamp).replace(tzinfo=None)
+
+
+def _read_capped(stream: Any, max_bytes: int) -> bytes:
+    out, size = [], 0
+    while size <= max_bytes:
+        chunk = stream.read(min(_CHUNK, max_bytes + 1 - size))
+        if not chunk:
+            break
+        out.append(chunk)
+        size += len(chunk)
+    if size > max_bytes:
+        raise _Bad("too_large", f"payload over {max_bytes} bytes")
+    return b"".join(out)
+
+
+def _drain(record: Any) -> None:
+    """Read the rest of the record; a file that ends first cuts it short."""
+    while record.raw_stream.read(_CHUNK):
+        pass
+    if getattr(record.raw_stream, "limit", 0) > 0:
+        raise _Bad("truncated", f"the record ends {record.raw_stream.limit} bytes before its "
+                   f"Content-Length ({record.length})")
+
+
+def _payload(record: Any, max_bytes: int) -> bytes:
+    """The HTTP payload de-chunked and decompressed (strict: broken chunks are a reject)."""
+    from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
+
+    headers = record.http_headers
+    encoding = (headers.get_header("Content-Encoding") or "").strip().lower() or None
+    if encoding not in BufferedReader.get_supported_decompressors():
+        encoding = None
+    if (headers.get_header("Transfer-Encoding") or "").strip().lower() == "chunked":
+        stream = ChunkedDataReader(record.raw_stream, decomp_type=encoding,
+                                   raise_exceptions=True)
+    elif encoding:
+        stream = BufferedReader(record.raw_stream, decomp_type=encoding)
+    else:
+        stream = record.raw_stream
+    body = _read_capped(stream, max_bytes)
+    _drain(record)
+    if not getattr(getattr(stream, "decompressor", None), "eof", True):
+        raise _Bad("bad_payload", f"the {encoding} payload ends before its end")
+    return body
+
+
+def _response(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> dict:
+    """A page, or a counted skip (another status or media type) as the kind ``none``."""
+    url = _header(record, "WARC-Target-URI")
+    headers = record.http_headers
+    if headers is None:
+        _drain(record)
+        ctype = record.rec_headers.get_header("Content-Type")
+        raise _Bad("not_http", f"no HTTP response in the record (Content-Type: {ctype})")
+    code = headers.get_statuscode()
+    if not (code or "").isdigit():
+        _drain(record)
+        raise _Bad("not_http", f"no HTTP status line: {headers.statusline!r}"[:200])
+    fetched_at = _warc_date(record)
+    ctype = headers.get_header("Content-Type")
+    media = (ctype or "").split(";")[0].strip().lower()
+    skip = http_reason(int(code)) if not code.startswith("2") else (
+        None if media in HTML_TYPES else "not_html")
+    if skip:
+        _drain(record)
+        reader.skipped[("response", skip)] += 1
+        return _row("none", offset=offset)
+    body = _payload(record, max_bytes)
+    kind = signature_type(body)
+    if kind:
+        raise _Bad("not_html", f"not HTML: {kind} (by its bytes; sent as {media})")
+    text, charset, source = decode_page(body, header_charset(ctype))
+    return _row("page", file=reader.path, offset=offset, warc_type="response", url=url,
+                fetched_at=fetched_at, status=int(code), content_type=ctype, html=text,
+                charset=charset, charset_source=source)
+
+
+def _conversion(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> dict:
+    """A page whose html column holds the record's text (WET)."""
+    url = _header(record, "WARC-Target-URI")
+    fetched_at = _warc_date(record)
+    body = _read_capped(record.raw_stream, max_bytes)
+    _drain(record)
+    text, charset, source = decode_page(body, header_charset(
+        record.rec_headers.get_header("Content-Type")))
+    return _row("page", file=reader.path, offset=offset, warc_type="conversion", url=url,
+                fetched_at=fetched_at, content_type=TEXT_TYPE, html=text, charset=charset,
+                charset_source=source)
+
+
+def _read_files(fs_uri: str, max_bytes: int, batch_rows: int = 64):
+    """A ``mapInArrow`` function: file paths in, RECORDS_SCHEMA rows out, a few at a time
+    (the records stream; a batch holds at most ``batch_rows`` rows)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(RECORDS_SCHEMA)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        filesystem = None
+        for b in batches:
+            for path in b.column("path").to_pylist():
+                if filesystem is None:
+                    filesystem = _filesystem(fs_uri)[0]
+                rows: list[dict] = []
+                for row in _file_rows(filesystem, path, max_bytes):
+                    rows.append(row)
+                    if len(rows) >= batch_rows:
+                        yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                        rows = []
+                if rows:
+                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return run
+
+
+def _file_rows(filesystem: Any, path: str, max_bytes: int) -> Iterator[dict]:
+    """The rows of one file; a file that cannot be opened is one reject."""
+    reader = _FileReader(filesystem, path, max_bytes)
+    try:
+        yield from reader.rows()
+    except OSError as exc:
+        yield reader._reject(None, None, None, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def read_warc(spark: SparkSession, path: str, max_bytes: int = 5_000_000) -> DataFrame:
+    """The rows (RECORDS_SCHEMA) of the WARC/WET files of ``path``, read by the executors:
+    pages, rejects, and the records counted by type and by why they are not pages."""
+    listing = list_warc_files(path)
+    sizes = dict(listing.files)
+    files = spark.createDataFrame([(f,) for f in sizes], "path string")
+    parts = min(len(sizes), parse_partitions(spark, sum(sizes.values())))
+    files = (place(files, "path", sizes, parts)[0] if len(sizes) <= BALANCE_MAX_ROWS
+             else files.repartition(parts))
+    return files.mapInArrow(in_worker(_read_files(listing.fs_uri, max_bytes)),
+                            RECORDS_SCHEMA)
+
+
+def warc_pages(records: DataFrame) -> DataFrame:
+    """The pages (PAGES_SCHEMA) of :func:`read_warc`'s rows."""
+    pages = records.where(F.col("kind") == "page")
+    return conform_pages(pages.select(
+        "url", F.col("url").alias("final_url"), "status", "fetched_at", "content_type",
+        "html", F.lit(0).alias("attempts"), "charset", "charset_source"))
+
+
+def warc_rejects(records: DataFrame) -> DataFrame:
+    """The rejects (source ``warc``) of :func:`read_warc`'s rows."""
+    return rejects_of(records.where(F.col("kind") == "reject"), "warc", reason_col="reason",
+                      fields=REJECT_FIELDS)
+
+
+@dataclass(frozen=True)
+class WarcCounts:
+    """What :func:`read_warc` read: records by WARC-Type, responses that are not pages by
+    reason, rejects by reason, pages, files."""
+
+    records: dict[str, int]
+    skipped: dict[str, int]
+    rejects: dict[str, int]
+    pages: int
+    files: int
+
+
+def warc_counts(records: DataFrame) -> WarcCounts:
+    """The counts of :func:`read_warc`'s rows (one small aggregation)."""
+    rows = records.groupBy("kind", "warc_type", "reason").agg(
+        F.sum(F.coalesce("n", F.lit(1))).alias("n")).collect()
+    by: dict[str, Counter] = {"records": Counter(), "skipped": Counter(), "reject": Counter(),
+                              "page": Counter()}
+    for r in rows:
+        key = r["reason"] if r["kind"] in ("skipped", "reject") else r["warc_type"]
+        by[r["kind"]][key or "unknown"] += int(r["n"])
+    files = records.where(F.col("kind") != "page").select("file").distinct().count()
+    return WarcCounts(records=dict(by["records"]), skipped=dict(by["skipped"]),
+                      rejects=dict(by["reject"]), pages=sum(by["page"].values()), files=files)
