@@ -25,7 +25,7 @@ from typing import Any
 from sparkfield.core.errors import ConfigError
 
 KINDS = ("str", "timestamp", "timezone", "int", "float", "bool", "fraction", "list[float]",
-         "list[str]", "dict[str,float]", "dict[str,str]", "dict[str,list[str]]")
+         "list[str]", "list[dict]", "dict[str,float]", "dict[str,str]", "dict[str,list[str]]")
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,11 @@ def _coerce(kind: str, value: Any) -> Any:
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value)
         raise TypeError(f"expected a list of texts, got {value!r}")
+    if kind == "list[dict]":  # what each entry holds is checked by the job (e.g. its filters)
+        if isinstance(value, list) and all(
+                isinstance(v, dict) and all(isinstance(k, str) for k in v) for v in value):
+            return [dict(v) for v in value]
+        raise TypeError(f"expected a list of mappings, got {value!r}")
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise TypeError(f"expected a mapping, got {value!r}")
     if kind == "dict[str,float]":

@@ -34,6 +34,7 @@ from sparkfield.process.events import (
     with_classifier,
 )
 from sparkfield.process.extract import Extracted, extract
+from sparkfield.process.log_filters import apply_filters, plan_filters
 from sparkfield.process.logs import read_log
 from sparkfield.process.mapping import Mapping, load_mapping
 from sparkfield.process.ocel.job import run_ocel
@@ -166,9 +167,12 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     _require_events(stats, input_name)
     events = with_classifier(good_events(rows), p.classifier)
     ev, n_events = stack.enter_context(cached_rows(events, "events", report=stats))
+    _report_suspicious(stats, ev, p)  # of every good event, before the filters
+    if p.filters:
+        ev = apply_filters(ev, plan_filters(p.filters), stats, stack)
+        n_events = stats.counts["filters"][-1]["events_kept"]
     seqs, n_cases = stack.enter_context(cached_rows(case_sequences(ev), "case_sequences",
                                                     report=stats))
-    _report_suspicious(stats, ev, p)
     with stats.step("views"):
         views = compute_views(ev, seqs, n_cases)
         small = {

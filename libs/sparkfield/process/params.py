@@ -17,11 +17,23 @@ _TOP_K = Param("top_k_arcs", "int", 30, "process map thinned to the most frequen
                "keeps all", flag="--top-k-arcs", ge=1, nullable=True)
 _RENDER = Param("render_map", "bool", True, "render process_map.svg with Graphviz dot (when "
                 "dot is missing, process_map.dot is kept and the run report says so)")
+_FILTERS = Param("filters", "list[dict]", [], "log filters applied in order before every view "
+                 "and export, each {name: <filter>, <argument>: <value>, ...}, e.g. {name: "
+                 "filter_variants_top_k, k: 10} (see the manual's Filters section)")
+
+
+def check_filters(job: dict[str, Any], cfg: Any = None) -> None:
+    """The ``filters`` entries name known filters and arguments they take (before any JVM)."""
+    from sparkfield.process.log_filters import plan_filters
+
+    plan_filters(job.get("filters") or [])
 
 
 def check_mapping(job: dict[str, Any], cfg: Any) -> None:
-    """A mapping on the local file system is read and checked (keys, time zone, variables,
-    aliases) before any JVM starts; one on HDFS or S3 is checked by the run, before data."""
+    """The filters, and a mapping on the local file system, read and checked (keys, time zone,
+    variables, aliases) before any JVM starts; a mapping on HDFS or S3 is checked by the run,
+    before data."""
+    check_filters(job)
     if not job.get("mapping"):
         return
     from sparkfield.core.batch import resolve_path
@@ -39,6 +51,7 @@ EVENT_LOG = JobSchema("event_log", [
           "events go to rejects"),
     _TOP_K,
     _RENDER,
+    _FILTERS,
 ], output="out/event_log", preflight=check_mapping)
 
 PROCESS_MINING = JobSchema("process_mining", [
@@ -69,7 +82,8 @@ PROCESS_MINING = JobSchema("process_mining", [
           "null: the time of the run"),
     _TOP_K,
     _RENDER,
-], output="out/process_mining")
+    _FILTERS,
+], output="out/process_mining", preflight=check_filters)
 
 SCHEMAS = {s.job: s for s in (EVENT_LOG, PROCESS_MINING)}
 
