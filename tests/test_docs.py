@@ -69,7 +69,7 @@ def test_the_readme_process_example_runs_on_a_frame_of_events(spark):
     arcs = {(r.source, r.target): r.frequency for r in scope["dfg"].collect()}
     assert arcs[("created", "paid")] == 2
     by_variant = {r.variant: r.cases for r in scope["top"].collect()}
-    assert by_variant['["created","paid"]'] == 2 and by_variant['["created"]'] == 1
+    assert by_variant == {'["created","paid"]': 2}  # o3, a single event, is filtered out
 
 
 @pytest.mark.slow
