@@ -18,6 +18,7 @@ from tests.connect_server import connect_server
 # the tests of the public building blocks, run as they are over Connect
 CONNECT_SUITE = [
     "tests/core/test_session_figures.py",
+    "tests/core/test_practices_any_session.py",
     "tests/process/test_discover.py",
     "tests/process/test_from_frames.py",
     "tests/geo/test_best_locations.py",

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.connect import default_parallelism
+from sparkfield.core.connect import default_parallelism, is_connect, require_classic
 from sparkfield.core.report import Stats
 
 
@@ -77,7 +77,9 @@ def cached_rows(
 
 
 def cached_storage_bytes(spark: SparkSession) -> int:
-    """Bytes held by cached RDD/DataFrame blocks across the application (memory + disk)."""
+    """Bytes held by cached RDD/DataFrame blocks across the application (memory + disk).
+    Classic Spark only: the storage view is the SparkContext's."""
+    require_classic(spark, "cached_storage_bytes (the application's storage view)")
     infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
     return int(sum(i.memSize() + i.diskSize() for i in infos))
 
@@ -93,7 +95,10 @@ def local_checkpoint(df: DataFrame, stack: ExitStack) -> DataFrame:
 
 def release_local_checkpoint(df: DataFrame) -> None:
     """Drop the blocks of a frame made by ``localCheckpoint``; it cannot be read after.
-    (Through the context, as ``RDD.unpersist`` would warn that the lineage is gone.)"""
+    (Through the context, as ``RDD.unpersist`` would warn that the lineage is gone.) Over
+    Spark Connect the server drops them with the plan: there is no context to ask."""
+    if is_connect(df.sparkSession):
+        return
     jsc = df.sparkSession.sparkContext._jsc.sc()
     jsc.unpersistRDD(df._jdf.logicalPlan().rdd().id(), True)
 
@@ -129,7 +134,9 @@ class Checkpointer:
 
 
 def plan_size(df: DataFrame) -> int:
-    """Nodes in the analyzed logical plan: what grows when lineage is not cut."""
+    """Nodes in the analyzed logical plan: what grows when lineage is not cut. Classic Spark
+    only (the plan is the JVM's)."""
+    require_classic(df.sparkSession, "plan_size (the JVM's logical plan)")
     return _count_nodes(df._jdf.queryExecution().analyzed())
 
 
@@ -143,6 +150,8 @@ def _count_nodes(plan: Any) -> int:
 
 def partition_sizes(df: DataFrame) -> list[int]:
     """Rows in every partition of ``df``, empty partitions included."""
+    if is_connect(df.sparkSession):
+        return _partition_sizes_by_task(df)
     n = df.rdd.getNumPartitions()
     counts = {
         r["pid"]: r["rows"]
@@ -151,6 +160,24 @@ def partition_sizes(df: DataFrame) -> list[int]:
         .collect()
     }
     return [int(counts.get(i, 0)) for i in range(n)]
+
+
+def _partition_sizes_by_task(df: DataFrame) -> list[int]:
+    """:func:`partition_sizes` with the DataFrame API only (Spark Connect has no RDD to ask for
+    the number of partitions): each partition's task reports its own rows, an empty one too.
+    Its rows pass through a Python worker as Arrow batches, one column wide."""
+
+    def count(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+        from pyspark import TaskContext
+
+        rows = sum(len(b) for b in batches)
+        yield pd.DataFrame({"pid": [TaskContext.get().partitionId()], "rows": [rows]})
+
+    narrow = df.select(F.lit(0).cast("byte").alias("_"))
+    found = {r["pid"]: r["rows"]
+             for r in narrow.mapInPandas(count, "pid int, rows long").collect()}
+    return [int(found.get(i, 0)) for i in range(max(found, default=-1) + 1)]
 
 
 def skew_stats(sizes: Sequence[float]) -> dict[str, Any]:
