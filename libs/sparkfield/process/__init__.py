@@ -3,9 +3,12 @@ views a process miner expects (directly-follows graph, variants, cases, process 
 
 The views also work on any DataFrame: ``discover_dfg(df, case=..., activity=...,
 timestamp=...)`` and friends (:mod:`sparkfield.process.discover`), and so do pm4py's log
-filters (``filter_variants_top_k(df, 5, case=...)``, :mod:`sparkfield.process.filters`); so
-does the extraction: ``event_log_from_frames`` and ``ocel_from_frames`` build a log from
-source tables held as DataFrames and a mapping (:mod:`sparkfield.process.frames`)."""
+filters (``filter_variants_top_k(df, 5, case=...)``, :mod:`sparkfield.process.filters`), the
+statistics of a process-mining tool's statistics tab (``activity_frequencies``,
+``handover_of_work``, ``events_over_time`` and their figures,
+:mod:`sparkfield.process.statistics`) and the extraction: ``event_log_from_frames`` and
+``ocel_from_frames`` build a log from source tables held as DataFrames and a mapping
+(:mod:`sparkfield.process.frames`)."""
 
 from sparkfield.process.discover import (
     activities,
@@ -34,12 +37,34 @@ from sparkfield.process.frames import EventLog, OcelLog, event_log_from_frames, 
 from sparkfield.process.job import run_event_log, run_process_mining
 from sparkfield.process.mapping_common import MappingError
 from sparkfield.process.result import ProcessResult
+from sparkfield.process.statistics import (
+    CaseDurationDistribution,
+    active_cases_over_time,
+    activities_figure,
+    activity_frequencies,
+    case_duration_distribution,
+    case_duration_figure,
+    case_duration_histogram,
+    case_duration_summary,
+    events_over_time,
+    handover_of_work,
+    over_time_figure,
+    resource_activity_figure,
+    resource_activity_matrix,
+    resource_frequencies,
+    resources_figure,
+)
 
-__all__ = ["EventLog", "MappingError", "OcelLog", "ProcessResult", "activities", "all_views",
-           "case_durations", "discover_dfg", "end_activities", "event_frame",
-           "event_log_from_frames", "filter_activities_rework", "filter_case_performance",
-           "filter_case_size", "filter_directly_follows_relation", "filter_end_activities",
+__all__ = ["CaseDurationDistribution", "EventLog", "MappingError", "OcelLog", "ProcessResult",
+           "active_cases_over_time", "activities", "activities_figure", "activity_frequencies",
+           "all_views", "case_duration_distribution", "case_duration_figure",
+           "case_duration_histogram", "case_duration_summary", "case_durations", "discover_dfg",
+           "end_activities", "event_frame", "event_log_from_frames", "events_over_time",
+           "filter_activities_rework", "filter_case_performance", "filter_case_size",
+           "filter_directly_follows_relation", "filter_end_activities",
            "filter_event_attribute_values", "filter_eventually_follows_relation",
            "filter_start_activities", "filter_time_range",
-           "filter_variants_by_coverage_percentage", "filter_variants_top_k", "ocel_from_frames",
-           "run_event_log", "run_process_mining", "start_activities", "variants"]
+           "filter_variants_by_coverage_percentage", "filter_variants_top_k", "handover_of_work",
+           "ocel_from_frames", "over_time_figure", "resource_activity_figure",
+           "resource_activity_matrix", "resource_frequencies", "resources_figure", "run_event_log",
+           "run_process_mining", "start_activities", "variants"]
