@@ -1,0 +1,164 @@
+"""Reading web archives: the bag_of_words reader (Spark executors streaming records with warcio,
+HTTP parsed, payload decoded by the charset rules, 2 cores) against a plain single-process
+warcio loop and a FastWARC loop over the same files (each reads every response's HTTP headers
+and payload bytes, and decodes nothing, so the loops do less work than the reader).
+
+The archive is built first from the Wikipedia pages of the shared corpus (saved HTML, 1,500
+pages), repeated ``--copies`` times into ``--files`` per-record-gzip WARC files of request and
+response records, as a crawler writes them. Records/s count every WARC record read.
+
+Usage: python benchmarks/warc_read.py [--copies 4] [--files 8] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from machine import describe
+from pyspark.sql import functions as F
+
+from sparkfield.core.conf import load_config
+from sparkfield.core.session import build_session
+from sparkfield.text.warc import read_warc
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / "corpus"
+
+
+def pages() -> list[tuple[str, bytes]]:
+    """The saved Wikipedia pages: (name, HTML bytes)."""
+    out = []
+    with tarfile.open(CORPUS / "wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith(".html"):
+                out.append((member.name.rsplit("/", 1)[-1], tar.extractfile(member).read()))
+    return out
+
+
+def write_archive(folder: Path, docs: list[tuple[str, bytes]], copies: int, files: int) -> int:
+    """``files`` .warc.gz files holding a request and a response record per page and copy;
+    returns the records written."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    records = 0
+    with contextlib.ExitStack() as stack:
+        outs = [stack.enter_context(open(folder / f"crawl-{i:03d}.warc.gz", "wb"))
+                for i in range(files)]
+        writers = [WARCWriter(fh, gzip=True) for fh in outs]
+        for n in range(copies):
+            for k, (name, html) in enumerate(docs):
+                writer = writers[(n * len(docs) + k) % files]
+                url = f"https://en.wikipedia.org/wiki/{name[:-5]}?copy={n}"
+                request = writer.create_warc_record(url, "request", payload=io.BytesIO(
+                    f"GET /wiki/{name[:-5]} HTTP/1.1\r\nHost: en.wikipedia.org\r\n\r\n"
+                    .encode()))
+                http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=UTF-8"),
+                                                   ("Content-Length", str(len(html)))],
+                                        protocol="HTTP/1.1")
+                response = writer.create_warc_record(url, "response", payload=io.BytesIO(html),
+                                                     http_headers=http)
+                writer.write_record(request)
+                writer.write_record(response)
+                records += 2
+    return records
+
+
+def warcio_loop(folder: Path) -> int:
+    from warcio.archiveiterator import ArchiveIterator
+
+    n = 0
+    for path in sorted(folder.glob("*.warc.gz")):
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh):
+                n += 1
+                if record.rec_type == "response":
+                    record.http_headers.get_header("Content-Type")
+                    record.content_stream().read()
+    return n
+
+
+def fastwarc_loop(folder: Path) -> int:
+    """FastWARC 2 (Rust): gzip detected from the stream, HTTP headers parsed."""
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    n = 0
+    for path in sorted(folder.glob("*.warc.gz")):
+        with open(path, "rb") as fh:
+            for record in ArchiveIterator(fh, parse_http=True):
+                n += 1
+                if record.record_type == WarcRecordType.response:
+                    record.http_content_type  # noqa: B018 (read, as the others read it)
+                    record.reader.read()
+    return n
+
+
+def spark_reader(spark, folder: Path) -> int:
+    """The pages read (every response here is one), their text summed so it is decoded."""
+    rows = read_warc(spark, str(folder)).groupBy("kind").agg(
+        F.count(F.lit(1)).alias("n"), F.sum(F.length("html")).alias("chars")).collect()
+    return sum(int(r["n"]) for r in rows if r["kind"] == "page")
+
+
+def timed(fn, repeats: int) -> tuple[float, int]:
+    """Median seconds of ``repeats`` runs after one untimed warm-up, and what a run returned."""
+    result = fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    print(describe(), flush=True)
+    docs = pages()
+    with tempfile.TemporaryDirectory(prefix="bench-warc-") as tmp:
+        folder = Path(tmp)
+        records = write_archive(folder, docs, args.copies, args.files)
+        size = sum(p.stat().st_size for p in folder.iterdir())
+        print(f"archive: {records:,} records ({len(docs):,} pages x {args.copies} copies, "
+              "request + response) in "
+              f"{args.files} .warc.gz files, {size / 2**20:.1f} MiB", flush=True)
+        results = {}
+        for name, fn in (("warcio loop, 1 process", lambda: warcio_loop(folder)),
+                         ("FastWARC loop, 1 process", lambda: fastwarc_loop(folder))):
+            seconds, n = timed(fn, args.repeats)
+            assert n == records, (name, n, records)
+            results[name] = seconds
+        cfg = load_config("bag_of_words", "local", ROOT / "conf",
+                          {"spark": {"master": "local[2]"}})
+        spark = build_session(cfg, app_name="bench-warc")
+        spark.sparkContext.setLogLevel("WARN")
+        try:
+            seconds, n = timed(lambda: spark_reader(spark, folder), args.repeats)
+        finally:
+            spark.stop()
+        assert n == records // 2, (n, records)  # a page per response record
+        results["sparkfield reader, Spark local[2]"] = seconds
+    for name, seconds in results.items():
+        print(f"{name:36s} {seconds:7.2f} s  {records / seconds:10,.0f} records/s")
+    ours = results["sparkfield reader, Spark local[2]"]
+    for name in ("warcio loop, 1 process", "FastWARC loop, 1 process"):
+        print(f"reader / {name}: {results[name] / ours:.2f}x records/s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
