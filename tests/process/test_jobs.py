@@ -14,7 +14,7 @@ from . import pm4py_oracle
 
 OUTPUTS = ["activities.csv", "cases.csv", "dfg.csv", "end_activities.csv", "event_log.csv.gz",
            "event_log.xes.gz", "events", "process_map.dot", "process_map.svg", "rejects",
-           "run_report.json", "start_activities.csv", "variants.csv"]
+           "run_report.json", "start_activities.csv", "statistics", "variants.csv"]
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,10 @@ def test_olist_extraction_outputs(olist):
     assert variants["cases"].sum() == 4000 and abs(variants["share"].sum() - 1) < 1e-9
     svg = (out / "process_map.svg").read_text()
     assert svg.lstrip().startswith(("<?xml", "<svg")) and "Order placed" in svg
+    over_time = pd.read_csv(out / "statistics" / "events_over_time.csv")
+    assert over_time["events"].sum() == rep["outputs"]["events"]
+    acts = pd.read_csv(out / "statistics" / "activities.csv")
+    assert acts["events"].sum() == rep["outputs"]["events"]
 
 
 @pytest.mark.slow

@@ -35,6 +35,7 @@ from sparkfield.process.events import (
 )
 from sparkfield.process.extract import Extracted, extract
 from sparkfield.process.log_filters import apply_filters, plan_filters
+from sparkfield.process.log_statistics import LogStatistics, log_statistics, png
 from sparkfield.process.logs import read_log
 from sparkfield.process.mapping import Mapping, load_mapping
 from sparkfield.process.ocel.job import run_ocel
@@ -151,6 +152,7 @@ class ProcessComputed:
     small: dict[str, pd.DataFrame]  # dfg, activities, start and end activities, collected
     rejects: DataFrame
     stats: Stats
+    statistics: LogStatistics | None = None  # when the job's ``statistics`` is on
 
 
 def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
@@ -181,11 +183,16 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
             "start_activities": views.start_activities.toPandas(),
             "end_activities": views.end_activities.toPandas(),
         }
+    statistics = None
+    if p.statistics:
+        with stats.step("statistics"):
+            statistics = log_statistics(ev, views.cases, p.statistics_period)
     stats.counts["cases"] = n_cases
     stats.counts["variants"] = views.variants.count()
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
-                           rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats)
+                           rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
+                           statistics=statistics)
 
 
 def _finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
@@ -281,6 +288,13 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
         if p.render_map:
             with report.optional("process_map.svg"):
                 out.write_text("process_map.svg", process_map.render_svg(dot))
+    if c.statistics is not None:
+        with report.step("write_statistics"):
+            for name, text in c.statistics.csv_files().items():
+                out.write_text(name, text)
+            for name, fig in c.statistics.figures().items():
+                with report.optional(name):
+                    out.write_bytes(name, png(fig))
     with report.step("write_rejects"):
         out.write_parquet("rejects", c.rejects, partitions=1)
     report.outputs["dfg_arcs"] = len(small["dfg"])

@@ -17,6 +17,11 @@ _TOP_K = Param("top_k_arcs", "int", 30, "process map thinned to the most frequen
                "keeps all", flag="--top-k-arcs", ge=1, nullable=True)
 _RENDER = Param("render_map", "bool", True, "render process_map.svg with Graphviz dot (when "
                 "dot is missing, process_map.dot is kept and the run report says so)")
+_STATISTICS = Param("statistics", "bool", True, "write statistics/: events and active cases "
+                    "over time, case durations, activity and resource frequencies, resource x "
+                    "activity, handover of work (CSV and PNG)", flag="--statistics")
+_PERIOD = Param("statistics_period", "str", "day", "period of the over-time statistics",
+                choices=("hour", "day", "week", "month"), flag="--statistics-period")
 _FILTERS = Param("filters", "list[dict]", [], "log filters applied in order before every view "
                  "and export, each {name: <filter>, <argument>: <value>, ...}, e.g. {name: "
                  "filter_variants_top_k, k: 10} (see the manual's Filters section)")
@@ -52,6 +57,8 @@ EVENT_LOG = JobSchema("event_log", [
     _TOP_K,
     _RENDER,
     _FILTERS,
+    _STATISTICS,
+    _PERIOD,
 ], output="out/event_log", preflight=check_mapping)
 
 PROCESS_MINING = JobSchema("process_mining", [
@@ -83,6 +90,8 @@ PROCESS_MINING = JobSchema("process_mining", [
     _TOP_K,
     _RENDER,
     _FILTERS,
+    _STATISTICS,
+    _PERIOD,
 ], output="out/process_mining", preflight=check_filters)
 
 SCHEMAS = {s.job: s for s in (EVENT_LOG, PROCESS_MINING)}
