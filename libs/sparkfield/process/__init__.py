@@ -8,7 +8,9 @@ statistics of a process-mining tool's statistics tab (``activity_frequencies``,
 ``handover_of_work``, ``events_over_time`` and their figures,
 :mod:`sparkfield.process.statistics`) and the extraction: ``event_log_from_frames`` and
 ``ocel_from_frames`` build a log from source tables held as DataFrames and a mapping
-(:mod:`sparkfield.process.frames`)."""
+(:mod:`sparkfield.process.frames`). A process model: ``discover_process_tree`` (the Inductive
+Miner, directly-follows variant, on the DFG Spark computes), ``from_process_tree`` (its Petri
+net), ``write_pnml`` / ``read_pnml``."""
 
 from sparkfield.process.discover import (
     activities,
@@ -34,8 +36,10 @@ from sparkfield.process.filters import (
     filter_variants_top_k,
 )
 from sparkfield.process.frames import EventLog, OcelLog, event_log_from_frames, ocel_from_frames
+from sparkfield.process.inductive import ProcessTree, discover_process_tree, inductive_miner_dfg
 from sparkfield.process.job import run_event_log, run_process_mining
 from sparkfield.process.mapping_common import MappingError
+from sparkfield.process.petri import PetriNet, from_process_tree, read_pnml, write_pnml
 from sparkfield.process.result import ProcessResult
 from sparkfield.process.statistics import (
     CaseDurationDistribution,
@@ -55,16 +59,17 @@ from sparkfield.process.statistics import (
     resources_figure,
 )
 
-__all__ = ["CaseDurationDistribution", "EventLog", "MappingError", "OcelLog", "ProcessResult",
-           "active_cases_over_time", "activities", "activities_figure", "activity_frequencies",
-           "all_views", "case_duration_distribution", "case_duration_figure",
-           "case_duration_histogram", "case_duration_summary", "case_durations", "discover_dfg",
-           "end_activities", "event_frame", "event_log_from_frames", "events_over_time",
-           "filter_activities_rework", "filter_case_performance", "filter_case_size",
-           "filter_directly_follows_relation", "filter_end_activities",
-           "filter_event_attribute_values", "filter_eventually_follows_relation",
-           "filter_start_activities", "filter_time_range",
-           "filter_variants_by_coverage_percentage", "filter_variants_top_k", "handover_of_work",
-           "ocel_from_frames", "over_time_figure", "resource_activity_figure",
-           "resource_activity_matrix", "resource_frequencies", "resources_figure", "run_event_log",
-           "run_process_mining", "start_activities", "variants"]
+__all__ = ["CaseDurationDistribution", "EventLog", "MappingError", "OcelLog", "PetriNet",
+           "ProcessResult", "ProcessTree", "active_cases_over_time", "activities",
+           "activities_figure", "activity_frequencies", "all_views", "case_duration_distribution",
+           "case_duration_figure", "case_duration_histogram", "case_duration_summary",
+           "case_durations", "discover_dfg", "discover_process_tree", "end_activities",
+           "event_frame", "event_log_from_frames", "events_over_time", "filter_activities_rework",
+           "filter_case_performance", "filter_case_size", "filter_directly_follows_relation",
+           "filter_end_activities", "filter_event_attribute_values",
+           "filter_eventually_follows_relation", "filter_start_activities", "filter_time_range",
+           "filter_variants_by_coverage_percentage", "filter_variants_top_k", "from_process_tree",
+           "handover_of_work", "inductive_miner_dfg", "ocel_from_frames", "over_time_figure",
+           "read_pnml", "resource_activity_figure", "resource_activity_matrix",
+           "resource_frequencies", "resources_figure", "run_event_log", "run_process_mining",
+           "start_activities", "variants", "write_pnml"]

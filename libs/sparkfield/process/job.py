@@ -23,7 +23,7 @@ from sparkfield.core.io import AtomicOutput, optional_output, rejects_of
 from sparkfield.core.practices import cached, cached_rows
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
-from sparkfield.process import process_map, xes
+from sparkfield.process import petri, process_map, xes
 from sparkfield.process.events import (
     RAW_TS,
     REASON,
@@ -38,6 +38,7 @@ from sparkfield.process.log_filters import apply_filters, plan_filters
 from sparkfield.process.log_statistics import LogStatistics, log_statistics, png
 from sparkfield.process.logs import read_log
 from sparkfield.process.mapping import Mapping, load_mapping
+from sparkfield.process.model import DiscoveredModel, discover_model
 from sparkfield.process.ocel.job import run_ocel
 from sparkfield.process.ocel.mapping import OcelMapping
 from sparkfield.process.params import (
@@ -47,6 +48,7 @@ from sparkfield.process.params import (
     event_dates,
     report_params,
 )
+from sparkfield.process.petri import to_pnml
 from sparkfield.process.result import ProcessResult
 from sparkfield.process.schema import (
     ACTIVITY,
@@ -153,6 +155,7 @@ class ProcessComputed:
     rejects: DataFrame
     stats: Stats
     statistics: LogStatistics | None = None  # when the job's ``statistics`` is on
+    model: DiscoveredModel | None = None  # when the job's ``model`` is on
 
 
 def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
@@ -183,6 +186,11 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
             "start_activities": views.start_activities.toPandas(),
             "end_activities": views.end_activities.toPandas(),
         }
+    model = None
+    if p.model:
+        with stats.step("discover_model"):
+            model = discover_model(small)
+        stats.counts["model"] = model.sizes()
     statistics = None
     if p.statistics:
         with stats.step("statistics"):
@@ -192,7 +200,7 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
                            rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
-                           statistics=statistics)
+                           statistics=statistics, model=model)
 
 
 def _finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
@@ -204,6 +212,7 @@ def _finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
         result = ProcessResult(events=c.events, views=c.small, report=report,
                                rejects=report.total_rejects, output=p.output)
         result.extras["views"] = c.views
+        result.extras["model"] = c.model
         if out is not None:
             _write(spark, p, out, c, report)
         publish(spark, out, report, skew_ratio, p.max_reject_fraction)
@@ -288,6 +297,13 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
         if p.render_map:
             with report.optional("process_map.svg"):
                 out.write_text("process_map.svg", process_map.render_svg(dot))
+    if c.model is not None:
+        with report.step("write_model"):
+            out.write_text("model/process_tree.txt", c.model.tree.to_string() + "\n")
+            out.write_bytes("model/model.pnml", to_pnml(c.model.net))
+            if p.render_map:
+                with report.optional("model/model.svg"):
+                    out.write_text("model/model.svg", petri.to_svg(c.model.net))
     if c.statistics is not None:
         with report.step("write_statistics"):
             for name, text in c.statistics.csv_files().items():

@@ -22,6 +22,9 @@ _STATISTICS = Param("statistics", "bool", True, "write statistics/: events and a
                     "activity, handover of work (CSV and PNG)", flag="--statistics")
 _PERIOD = Param("statistics_period", "str", "day", "period of the over-time statistics",
                 choices=("hour", "day", "week", "month"), flag="--statistics-period")
+_MODEL = Param("model", "bool", True, "discover a process model from the DFG (Inductive Miner, "
+               "directly-follows variant): model/process_tree.txt, model.pnml, model.svg",
+               flag="--model")
 _FILTERS = Param("filters", "list[dict]", [], "log filters applied in order before every view "
                  "and export, each {name: <filter>, <argument>: <value>, ...}, e.g. {name: "
                  "filter_variants_top_k, k: 10} (see the manual's Filters section)")
@@ -59,6 +62,7 @@ EVENT_LOG = JobSchema("event_log", [
     _FILTERS,
     _STATISTICS,
     _PERIOD,
+    _MODEL,
 ], output="out/event_log", preflight=check_mapping)
 
 PROCESS_MINING = JobSchema("process_mining", [
@@ -92,6 +96,7 @@ PROCESS_MINING = JobSchema("process_mining", [
     _FILTERS,
     _STATISTICS,
     _PERIOD,
+    _MODEL,
 ], output="out/process_mining", preflight=check_filters)
 
 SCHEMAS = {s.job: s for s in (EVENT_LOG, PROCESS_MINING)}
