@@ -12,10 +12,10 @@ from sparkfield.process.xes import XesError
 
 from . import pm4py_oracle
 
-OUTPUTS = ["activities.csv", "cases.csv", "dfg.csv", "end_activities.csv",
-           "event_log.csv.gz", "event_log.xes.gz", "events", "model", "process_map.dot",
-           "process_map.svg", "rejects", "run_report.json", "start_activities.csv", "statistics",
-           "variants.csv"]
+OUTPUTS = ["activities.csv", "cases.csv", "conformance", "dfg.csv",
+           "end_activities.csv", "event_log.csv.gz", "event_log.xes.gz", "events", "model",
+           "process_map.dot", "process_map.svg", "rejects", "run_report.json",
+           "start_activities.csv", "statistics", "variants.csv"]
 
 
 @pytest.fixture(scope="module")

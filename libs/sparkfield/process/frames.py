@@ -118,7 +118,8 @@ def event_log_from_frames(frames: AnyMapping[str, DataFrame], mapping: MappingSp
     Raises :class:`MappingError` naming the place (a source without a frame, an unknown
     column, ...) before any data is read, and ``InputError`` when no row is a usable event."""
     p = EVENT_LOG.parse({"classifier": classifier, "dedupe": dedupe, "sample": sample,
-                         "output": None, "statistics": False, "model": False})
+                         "output": None, "statistics": False, "model": False,
+                         "conformance": False})
     parsed = _mapping(mapping, frames, Mapping)
     stats = Stats()
     with stats.step("plan"):

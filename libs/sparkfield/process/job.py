@@ -34,6 +34,7 @@ from sparkfield.process.events import (
     with_classifier,
 )
 from sparkfield.process.extract import Extracted, extract
+from sparkfield.process.log_conformance import Conformance, check_conformance, load_model
 from sparkfield.process.log_filters import apply_filters, plan_filters
 from sparkfield.process.log_statistics import LogStatistics, log_statistics, png
 from sparkfield.process.logs import read_log
@@ -48,7 +49,7 @@ from sparkfield.process.params import (
     event_dates,
     report_params,
 )
-from sparkfield.process.petri import to_pnml
+from sparkfield.process.petri import PetriNet, to_pnml
 from sparkfield.process.result import ProcessResult
 from sparkfield.process.schema import (
     ACTIVITY,
@@ -156,10 +157,12 @@ class ProcessComputed:
     stats: Stats
     statistics: LogStatistics | None = None  # when the job's ``statistics`` is on
     model: DiscoveredModel | None = None  # when the job's ``model`` is on
+    conformance: Conformance | None = None  # when ``conformance`` is on and a model is there
 
 
 def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
-            stack: ExitStack, input_name: str | None = None) -> ProcessComputed:
+            stack: ExitStack, input_name: str | None = None,
+            given_model: PetriNet | None = None) -> ProcessComputed:
     """Classified rows in (``src_order`` names the source in ``labels``, ``source`` is the
     rejects' source column) with the job's parsed parameters ``p``; the good events, their
     views, the rejects and what was counted out. Writes nothing; raises InputError when no
@@ -191,6 +194,18 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
         with stats.step("discover_model"):
             model = discover_model(small)
         stats.counts["model"] = model.sizes()
+    conformance = None
+    net = given_model or (model.net if model is not None else None)
+    if p.conformance and net is not None:
+        with stats.step("conformance"):
+            conformance = check_conformance(seqs, net, stack)
+        stats.counts["conformance"] = {
+            "model": "conformance_model" if given_model is not None else "discovered",
+            **{k: round(v, 6) for k, v in conformance.figures.items()},
+            "non_fitting_variants": len(conformance.non_fitting)}
+    elif p.conformance:
+        stats.note("conformance not checked: no model (model is off and no conformance_model "
+                   "was given)")
     statistics = None
     if p.statistics:
         with stats.step("statistics"):
@@ -200,19 +215,24 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
                            rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
-                           statistics=statistics, model=model)
+                           statistics=statistics, model=model, conformance=conformance)
 
 
 def _finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
             report: RunReport, labels: dict[int, str], skew_ratio: float,
             input_name: str | None) -> ProcessResult:
+    given = None
+    if p.conformance and p.conformance_model:
+        with report.step("read_conformance_model"):
+            given = load_model(spark, p.conformance_model)
     with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
-        c = compute(classified, source, labels, p, stack, input_name)
+        c = compute(classified, source, labels, p, stack, input_name, given)
         report.merge(c.stats)
         result = ProcessResult(events=c.events, views=c.small, report=report,
                                rejects=report.total_rejects, output=p.output)
         result.extras["views"] = c.views
         result.extras["model"] = c.model
+        result.extras["conformance"] = c.conformance
         if out is not None:
             _write(spark, p, out, c, report)
         publish(spark, out, report, skew_ratio, p.max_reject_fraction)
@@ -304,6 +324,10 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
             if p.render_map:
                 with report.optional("model/model.svg"):
                     out.write_text("model/model.svg", petri.to_svg(c.model.net))
+    if c.conformance is not None:
+        with report.step("write_conformance"):
+            out.write_single_csv("conformance/cases.csv", c.conformance.cases.orderBy(CASE))
+            out.write_csv("conformance/non_fitting_variants.csv", c.conformance.non_fitting)
     if c.statistics is not None:
         with report.step("write_statistics"):
             for name, text in c.statistics.csv_files().items():

@@ -25,6 +25,13 @@ _PERIOD = Param("statistics_period", "str", "day", "period of the over-time stat
 _MODEL = Param("model", "bool", True, "discover a process model from the DFG (Inductive Miner, "
                "directly-follows variant): model/process_tree.txt, model.pnml, model.svg",
                flag="--model")
+_CONFORMANCE = Param("conformance", "bool", True, "token-based replay of every case against "
+                     "conformance_model, else the discovered model: conformance/cases.csv, "
+                     "non_fitting_variants.csv and the log's fitness in the run report",
+                     flag="--conformance")
+_CONFORMANCE_MODEL = Param("conformance_model", "str", None, "a PNML Petri net of yours to "
+                           "replay the log against (any Hadoop filesystem path)",
+                           flag="--conformance-model")
 _FILTERS = Param("filters", "list[dict]", [], "log filters applied in order before every view "
                  "and export, each {name: <filter>, <argument>: <value>, ...}, e.g. {name: "
                  "filter_variants_top_k, k: 10} (see the manual's Filters section)")
@@ -63,6 +70,8 @@ EVENT_LOG = JobSchema("event_log", [
     _STATISTICS,
     _PERIOD,
     _MODEL,
+    _CONFORMANCE,
+    _CONFORMANCE_MODEL,
 ], output="out/event_log", preflight=check_mapping)
 
 PROCESS_MINING = JobSchema("process_mining", [
@@ -97,6 +106,8 @@ PROCESS_MINING = JobSchema("process_mining", [
     _STATISTICS,
     _PERIOD,
     _MODEL,
+    _CONFORMANCE,
+    _CONFORMANCE_MODEL,
 ], output="out/process_mining", preflight=check_filters)
 
 SCHEMAS = {s.job: s for s in (EVENT_LOG, PROCESS_MINING)}

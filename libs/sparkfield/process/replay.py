@@ -322,6 +322,12 @@ def _replayed(case_variants: DataFrame, net: PetriNet) -> DataFrame:
     return distinct.mapInPandas(in_worker(_replay_batches(replayer)), REPLAYED)
 
 
+def replay_case_variants(case_variants: DataFrame, net: PetriNet) -> DataFrame:
+    """:func:`replay_variants` of a table of ``case_id, variant`` (each case's activities in
+    event order, as an array) that a caller already has."""
+    return _replayed(case_variants, net)
+
+
 def replay_variants(df: DataFrame, net: PetriNet, case: str = CASE, activity: str = ACTIVITY,
                     timestamp: str = TIMESTAMP, order: str | None = None,
                     timezone: str = "UTC") -> DataFrame:
