@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import nbformat
@@ -42,7 +44,9 @@ PROBES = {
     "dfg": list(res.views["dfg"].head(10).shape), "dfg_cols": list(res.views["dfg"].columns),
     "dfg_sorted": res.views["dfg"]["frequency"].is_monotonic_decreasing,
     "variants": res.extras["views"].variants.limit(5).count(),
-    "cases": len(cases), "longest_days": float(cases["duration_s"].max() / 86400)}))""",
+    "cases": len(cases), "longest_days": float(cases["duration_s"].max() / 86400),
+    "slow_cases": slow_cases, "tree_activities": sorted(tree.activities()),
+    "log_fitness": fitness["log_fitness"], "fit_share": fitness["perc_fit_traces"]}))""",
     "bag_of_words": """print(json.dumps({
     "sentences": list(res.sentences.select("doc_id", "sentence_idx", "sentence", "tokens",
                                            "vector").limit(5).toPandas().shape),
@@ -79,6 +83,10 @@ def _check(name: str, shown: dict) -> None:
         assert shown["dfg_sorted"] and shown["variants"] == 5
         assert 700 < shown["cases"] < 1300  # a quarter of the 4,000-order sample
         assert 0 < shown["longest_days"] < 400
+        assert 0 < shown["slow_cases"] < shown["cases"]
+        assert "Order placed" in shown["tree_activities"]
+        # a model discovered by IMd fits its own log, and so every part of it
+        assert shown["log_fitness"] == 1.0 and shown["fit_share"] == 100.0
     elif name == "bag_of_words":
         assert shown["sentences"] == [5, 5] and shown["documents"] == 6
         assert shown["vocabulary"] == 100 and len(shown["top_words"]) == 25
@@ -113,6 +121,9 @@ def check_building_blocks(shown: dict) -> None:
 def execute_notebook(name: str) -> dict:
     """Runs ``notebooks/<name>.ipynb`` in a Jupyter kernel (which inherits this process's
     environment) and returns what its probe printed; fails on an error or a missing chart."""
+    # the kernel's Spark workers run this interpreter, as they do for a notebook started from
+    # the project's activated venv
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     probe = nbformat.v4.new_code_cell("import json\n" + PROBES[name])
     nb.cells.insert(len(nb.cells) - 1, probe)  # before spark.stop()
