@@ -211,7 +211,8 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
         with stats.step("statistics"):
             statistics = log_statistics(ev, views.cases, p.statistics_period)
     stats.counts["cases"] = n_cases
-    stats.counts["variants"] = views.variants.count()
+    with stats.step("count_variants"):
+        stats.counts["variants"] = views.variants.count()
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
                            rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,

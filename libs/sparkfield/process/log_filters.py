@@ -94,7 +94,8 @@ def apply_filters(events: DataFrame, calls: list[FilterCall], stats: Stats,
     InputError when no event is left."""
     if not calls:
         return events
-    cases, n = _size(events)
+    with stats.step("count_before_filters"):
+        cases, n = _size(events)
     current = events.withColumn(ORDER_COL, F.col(SRC_ORDER).cast("long") * (1 << 40)
                                 + F.col(ROW_ORDER))
     table = []
