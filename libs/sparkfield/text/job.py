@@ -52,6 +52,7 @@ from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA
 from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
 from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, top_vocabulary
 from sparkfield.text.warc import TEXT_TYPE, read_warc, warc_counts, warc_pages, warc_rejects
+from sparkfield.text.warc_out import CAPTURE_COLS, warc_target, with_capture, write_warc
 
 log = logging.getLogger("sparkfield.text")
 __all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages", "load",
@@ -95,12 +96,20 @@ def _doc_id(url_col: Column) -> Column:
 class Loaded:
     """What :func:`load` read: the pages (with doc_id, content_hash and change), the earlier
     output's state, what reading counted and what it rejected (a web archive's broken
-    records; None for the other sources, whose failed pages are rows of ``pages``)."""
+    records; None for the other sources, whose failed pages are rows of ``pages``), and the
+    fetched pages with what their WARC records need (CAPTURE_COLS) when the fetch is written
+    as WARC."""
 
     pages: DataFrame
     state: CrawlState
     stats: Stats
     rejects: DataFrame | None = None
+    captures: DataFrame | None = None
+
+
+def writes_warc(p: BagOfWordsParams, d: Derived) -> bool:
+    """Whether the run writes what it fetches as WARC: only a fetch has requests to record."""
+    return bool(p.warc_output and p.output and d.source == "urls")
 
 
 def load(spark: SparkSession, p: BagOfWordsParams, d: Derived, stack: ExitStack) -> Loaded:
@@ -119,6 +128,9 @@ def load(spark: SparkSession, p: BagOfWordsParams, d: Derived, stack: ExitStack)
             state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
             report=stats))
     stats.outputs["pages"] = n_pages
+    if writes_warc(p, d):
+        return Loaded(pages=pages.drop(*CAPTURE_COLS), state=state, stats=stats,
+                      rejects=rejects, captures=pages)
     return Loaded(pages=pages, state=state, stats=stats, rejects=rejects)
 
 
@@ -171,10 +183,14 @@ def _fetched_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: 
     previous = None
     if p.output and not p.refresh and path_exists(spark, f"{p.output}/pages"):
         previous = _stored_pages(spark, f"{p.output}/pages", urls, stats, stack)
+
+    def fetch(todo: DataFrame) -> DataFrame:
+        fetched = fetch_pages(spark, todo, p, stats)
+        return with_capture(fetched, previous) if writes_warc(p, d) else fetched
+
     if previous is None:
-        return fetch_pages(spark, urls, p, stats)
-    return revalidated(urls, previous, lambda u: fetch_pages(spark, u, p, stats), stats,
-                       stack)
+        return fetch(urls)
+    return revalidated(urls, previous, fetch, stats, stack)
 
 
 def _url_list(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats
@@ -405,6 +421,8 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
     d = derive(p, cfg.practices.sample_seed)
     report = RunReport("bag_of_words", params={**asdict(p), "seed": d.seed})
     with optional_output(spark, p.output) as out, ExitStack() as stack:
+        warc_dir = warc_target(spark, out.path("warc"), p.output) \
+            if out is not None and writes_warc(p, d) else None
         loaded = load(spark, p, d, stack)
         report.merge(loaded.stats)
         c = compute(spark, p, loaded.pages, loaded.state, stack)
@@ -415,6 +433,9 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
         if out is not None:
             with report.step("write"):
                 _write(out, frames, c, loaded.state, report)
+                if warc_dir is not None and loaded.captures is not None:
+                    report.counts["warc_out"] = write_warc(loaded.captures, warc_dir,
+                                                           p.fetch.user_agent)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold, p.max_reject_fraction)
     log.info(report.summary())
     return _result(spark, frames, c.vocabulary, report, p.output)

@@ -40,6 +40,9 @@ SCHEMA = JobSchema("bag_of_words", [
           "or above which two pages are near-duplicates (MinHashLSH)"),
     Param("duplicates.shingle_words", "int", 5, "words per shingle", ge=1),
     Param("duplicates.hash_tables", "int", 8, "MinHashLSH hash tables", ge=1),
+    Param("warc_output", "bool", True, "with --urls: write every fetched page as WARC "
+          "(warc/part-NNNNN.warc.gz: request, response or revisit records); other sources "
+          "fetch nothing and write none", flag="--warc-output"),
     Param("fetch_partitions", "int", None, "fetch partitions (hosts are packed onto them); "
           "null: 4 x default parallelism", ge=1),
     Param("fetch.user_agent", "str", "sparkfield-bot/0.1 (+https://example.invalid/bot)",

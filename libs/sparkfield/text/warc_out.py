@@ -1,0 +1,294 @@
+"""What a fetch got, written as WARC (ISO 28500) so that other tools can replay and check a crawl.
+
+Each Spark task writes the pages it holds as one ``warc/part-NNNNN.warc.gz`` (per-record
+gzip, WARC/1.1, a ``warcinfo`` record first) with pyarrow.fs: no page passes through the driver.
+A part is written under a hidden temporary name and renamed when complete, so a retried task
+never leaves half a part. Per page: a ``request`` record (the GET and the headers the fetch
+sends) and a ``response`` record, or a ``revisit`` record (profile server-not-modified) for a
+page answered 304 Not Modified; a page without an HTTP response (DNS error, timeout, robots.txt)
+has no record. A page row keeps the decoded HTML and three response headers (Content-Type,
+ETag, Last-Modified), so the payload is the HTML encoded again with the charset it was decoded
+with: the bytes received whenever they decoded cleanly.
+"""
+
+from __future__ import annotations
+
+import http
+import io
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield import __version__
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import hadoop_fs
+from sparkfield.text.revalidate import conditional_headers
+
+__all__ = ["CAPTURE_COLS", "NOT_MODIFIED_PROFILE", "warc_target", "with_capture", "write_warc"]
+
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+# what a fetched page carries for its records beyond PAGES_SCHEMA (dropped once written)
+CAPTURE_COLS = ("warc_not_modified", "warc_refers_uri", "warc_refers_date", "warc_sent_etag",
+                "warc_sent_last_modified")
+ISO_DATE = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"  # fetched_at is UTC (spark.sql.session.timeZone)
+PAGE_COLS = ("url", "final_url", "status", "content_type", "html", "charset", "etag",
+             "last_modified")
+COUNTS_SCHEMA = T.StructType([
+    T.StructField("part", T.StringType(), False),
+    T.StructField("kind", T.StringType(), False),  # a WARC-Type, or NO_RESPONSE
+    T.StructField("n", T.LongType(), False),
+])
+NO_RESPONSE = "pages_without_response"
+
+
+# ---- driver ------------------------------------------------------------------------------
+
+def with_capture(fetched: DataFrame, previous: DataFrame | None) -> DataFrame:
+    """``fetched`` pages plus CAPTURE_COLS: whether the answer was 304 Not Modified (known only
+    before revalidation keeps the stored page) and, from ``previous`` (the stored pages whose
+    validators were sent), the earlier capture and the conditional headers sent."""
+    not_modified = F.coalesce((F.col("status") == 304) & F.col("error").isNull(), F.lit(False))
+    fetched = fetched.withColumn(CAPTURE_COLS[0], not_modified)
+    if previous is None:
+        return fetched.select("*", *[F.lit(None).cast("string").alias(c)
+                                     for c in CAPTURE_COLS[1:]])
+    earlier = previous.select(
+        "url", F.coalesce("final_url", "url").alias("warc_refers_uri"),
+        F.date_format("fetched_at", ISO_DATE).alias("warc_refers_date"),
+        F.col("etag").alias("warc_sent_etag"),
+        F.col("last_modified").alias("warc_sent_last_modified"))
+    return fetched.join(earlier, "url", "left")
+
+
+def warc_target(spark: SparkSession, path: str, output: str) -> str:
+    """The URI pyarrow.fs writes ``path`` (a folder in the output's staging directory) at,
+    created now: an output pyarrow cannot open fails here, before anything is fetched."""
+    qualified = _qualified(spark, path)
+    uri = re.sub(r"^file:(//)?", "", qualified)  # a local path for pyarrow
+    try:
+        import pyarrow.fs as pafs
+
+        pa_fs, where = pafs.FileSystem.from_uri(uri)
+        pa_fs.create_dir(where, recursive=True)
+    except Exception as exc:  # any filesystem pyarrow cannot open or write
+        raise InputError(
+            f"cannot write the WARC parts of the output {output}: pyarrow.fs cannot write "
+            f"{qualified} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); give an "
+            "output pyarrow opens (local, hdfs://, s3://) or --no-warc-output") from exc
+    return uri
+
+
+def _qualified(spark: SparkSession, path: str) -> str:
+    """``path`` with its scheme: a path without one is where Hadoop puts it (the default
+    filesystem, relative to its working directory)."""
+    if "://" in path or path.startswith("file:"):
+        return path
+    fs, jpath = hadoop_fs(spark, path)
+    return str(fs.makeQualified(jpath).toString())
+
+
+def write_warc(pages: DataFrame, target: str, user_agent: str) -> dict[str, Any]:
+    """Write the WARC parts of ``pages`` (with CAPTURE_COLS) under ``target``, one per task
+    that holds pages with a response; what the listed parts hold, for the run report."""
+    cols = [F.col(c) for c in PAGE_COLS] + [
+        F.date_format("fetched_at", ISO_DATE).alias("fetched_at"),
+        *[F.col(c) for c in CAPTURE_COLS]]
+    rows = pages.select(*cols).mapInPandas(part_writer(target, user_agent),
+                                           COUNTS_SCHEMA).collect()
+    parts = set(list_parts(target))
+    records: Counter = Counter()
+    for r in rows:
+        if r["kind"] != NO_RESPONSE and r["part"] in parts:
+            records[r["kind"]] += r["n"]
+    return {"parts": len(parts), "records": dict(sorted(records.items())),
+            NO_RESPONSE: sum(r["n"] for r in rows if r["kind"] == NO_RESPONSE)}
+
+
+def list_parts(target: str) -> list[str]:
+    """The names of the complete parts under ``target`` (temporary names are hidden)."""
+    import pyarrow.fs as pafs
+
+    fs, where = pafs.FileSystem.from_uri(target)
+    infos = fs.get_file_info(pafs.FileSelector(where, allow_not_found=True))
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.File
+                  and i.base_name.startswith("part-") and i.base_name.endswith(".warc.gz"))
+
+
+# ---- executors ---------------------------------------------------------------------------
+
+def part_writer(target: str, user_agent: str
+                ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+    """A ``mapInPandas`` function: the task's pages in, written as one part; out one row per
+    record type (COUNTS_SCHEMA) and the pages without a response."""
+
+    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        name = f"part-{ctx.partitionId():05d}.warc.gz"
+        part = _Part(target, name, f".{name}.{ctx.taskAttemptId()}.tmp", user_agent)
+        try:
+            for batch in batches:
+                for row in _rows(batch):
+                    part.add(row)
+            part.close()
+        except BaseException:
+            part.discard()
+            raise
+        counts = [(name, kind, n) for kind, n in part.counts.items()]
+        if counts:
+            yield pd.DataFrame(counts, columns=COUNTS_SCHEMA.names)
+
+    return run
+
+
+def _rows(batch: pd.DataFrame) -> Iterator[dict[str, Any]]:
+    """The batch's rows as dicts, nulls as None."""
+    clean = batch.astype(object).where(batch.notna(), None)
+    yield from clean.to_dict("records")
+
+
+class _Part:
+    """One part being written: opened at the first page with a response, renamed into place
+    by :meth:`close`."""
+
+    def __init__(self, target: str, name: str, tmp: str, user_agent: str):
+        import pyarrow.fs as pafs
+
+        self.fs, base = pafs.FileSystem.from_uri(target)
+        self.final, self.tmp, self.name = f"{base}/{name}", f"{base}/{tmp}", name
+        self.sent = _default_headers(user_agent)
+        self.counts: Counter = Counter()
+        self.stream: Any = None
+        self.writer: Any = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        if row["status"] is None:  # no HTTP response: nothing to record
+            self.counts[NO_RESPONSE] += 1
+            return
+        if self.writer is None:
+            self._open()
+        for record in page_records(self.writer, row, self.sent):
+            self.writer.write_record(record)
+            self.counts[record.rec_type] += 1
+
+    def _open(self) -> None:
+        from warcio.warcwriter import WARCWriter
+
+        self.fs.create_dir(self.final.rsplit("/", 1)[0], recursive=True)
+        self.stream = self.fs.open_output_stream(self.tmp)
+        self.writer = WARCWriter(self.stream, gzip=True, warc_version="1.1")
+        self.writer.write_record(self.writer.create_warcinfo_record(self.name, {
+            "software": f"sparkfield/{__version__}", "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/"
+                          "warc-format/warc-1.1/"}))
+        self.counts["warcinfo"] += 1
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+            self.fs.move(self.tmp, self.final)
+            self.stream = None
+
+    def discard(self) -> None:
+        if self.stream is not None:
+            try:
+                self.stream.close()
+            finally:
+                self.fs.delete_file(self.tmp)
+                self.stream = None
+
+
+def _default_headers(user_agent: str) -> dict[str, str]:
+    """The headers every request of the fetch's session carries (requests' defaults with the
+    job's User-Agent)."""
+    import requests
+
+    headers = dict(requests.utils.default_headers())
+    headers["User-Agent"] = user_agent
+    return headers
+
+
+def page_records(writer: Any, row: dict[str, Any], sent: dict[str, str]) -> list[Any]:
+    """The request and the response (or revisit) record of a page with an HTTP response,
+    each naming the other in WARC-Concurrent-To."""
+    uri = row["final_url"] or row["url"]
+    headers = {**sent, **conditional_headers(row["warc_sent_etag"],
+                                              row["warc_sent_last_modified"])}
+    request = _request(writer, uri, row["fetched_at"], headers)
+    answer = (_revisit if row["warc_not_modified"] else _response)(writer, uri, row)
+    request.rec_headers.add_header("WARC-Concurrent-To",
+                                   answer.rec_headers.get_header("WARC-Record-ID"))
+    answer.rec_headers.add_header("WARC-Concurrent-To",
+                                  request.rec_headers.get_header("WARC-Record-ID"))
+    return [request, answer]
+
+
+def _request(writer: Any, uri: str, date: str, headers: dict[str, str]) -> Any:
+    from warcio.statusandheaders import StatusAndHeaders
+
+    parts = urlsplit(uri)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.netloc.rpartition("@")[2]
+    http_headers = StatusAndHeaders(f"GET {target} HTTP/1.1",
+                                    [("Host", host), *headers.items()], is_http_request=True)
+    return writer.create_warc_record(uri, "request", payload=io.BytesIO(b""),
+                                     http_headers=http_headers,
+                                     warc_headers_dict=_known({"WARC-Date": date}))
+
+
+def _status_line(status: int) -> str:
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:  # a status the standard library does not name
+        return str(status)
+
+
+def _kept_headers(row: dict[str, Any], names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The response headers a page row keeps, of ``names`` (Content-Type, ETag, ...)."""
+    cols = {"Content-Type": "content_type", "ETag": "etag", "Last-Modified": "last_modified"}
+    return [(n, row[cols[n]]) for n in names if row[cols[n]]]
+
+
+def _response(writer: Any, uri: str, row: dict[str, Any]) -> Any:
+    """The response record: the payload is the HTML encoded with its charset; a response
+    whose body was not kept (an error status, not HTML, too large) is marked truncated."""
+    from warcio.statusandheaders import StatusAndHeaders
+
+    html = row["html"]
+    body = b"" if html is None else html.encode(row["charset"] or "utf-8", errors="replace")
+    http_headers = StatusAndHeaders(
+        _status_line(int(row["status"])),
+        _kept_headers(row, ("Content-Type", "ETag", "Last-Modified")), protocol="HTTP/1.1")
+    warc = {"WARC-Date": row["fetched_at"]}
+    if html is None:
+        warc["WARC-Truncated"] = "unspecified"
+    return writer.create_warc_record(uri, "response", payload=io.BytesIO(body),
+                                     http_headers=http_headers, warc_headers_dict=_known(warc))
+
+
+def _revisit(writer: Any, uri: str, row: dict[str, Any]) -> Any:
+    """The revisit record of a 304 Not Modified: headers only, pointing at the earlier capture
+    where the stored page says which."""
+    from warcio.statusandheaders import StatusAndHeaders
+
+    http_headers = StatusAndHeaders(_status_line(304), _kept_headers(row, ("ETag",
+                                    "Last-Modified")), protocol="HTTP/1.1")
+    warc = {"WARC-Date": row["fetched_at"], "WARC-Profile": NOT_MODIFIED_PROFILE,
+            "WARC-Refers-To-Target-URI": row["warc_refers_uri"],
+            "WARC-Refers-To-Date": row["warc_refers_date"]}
+    return writer.create_warc_record(uri, "revisit", payload=io.BytesIO(b""),
+                                     http_headers=http_headers,
+                                     warc_headers_dict=_known(warc))
+
+
+def _known(headers: dict[str, str | None]) -> dict[str, str]:
+    """The WARC headers with a value (a missing date is the time of writing)."""
+    return {k: v for k, v in headers.items() if v}
