@@ -62,3 +62,18 @@ def test_statistics_follow_the_filters_and_can_be_turned_off(spark, fixtures_dir
     assert acts["events"].sum() == rep["outputs"]["events"] < 42
     _run(spark, log, tmp_path / "b", statistics=False)
     assert not (tmp_path / "b" / "statistics").exists()
+
+
+def test_implausible_dates_and_too_many_periods_are_left_out_with_a_note(spark, tmp_path):
+    log = tmp_path / "log.csv"
+    log.write_text("case:concept:name,concept:name,time:timestamp\n"
+                   "1,create,0001-01-01T00:00:00Z\n1,ship,2020-01-02T00:00:00Z\n"
+                   "2,create,1971-01-01T00:00:00Z\n2,ship,2020-01-03T00:00:00Z\n")
+    res = _run(spark, log, tmp_path / "day")
+    over = pd.read_csv(tmp_path / "day" / "statistics" / "events_over_time.csv")
+    assert over["events"].sum() == 3  # the year-one event is not spread over 2,000 years
+    assert any("1 event(s) dated outside" in n for n in res.report.notes)
+    res = _run(spark, log, tmp_path / "hour", statistics_period="hour")
+    assert pd.read_csv(tmp_path / "hour" / "statistics" / "events_over_time.csv").empty
+    assert any("choose a longer statistics_period" in n for n in res.report.notes)
+    assert (tmp_path / "hour" / "statistics" / "over_time.png").exists()

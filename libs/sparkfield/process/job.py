@@ -209,7 +209,10 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     statistics = None
     if p.statistics:
         with stats.step("statistics"):
-            statistics = log_statistics(ev, views.cases, p.statistics_period)
+            statistics, notes = log_statistics(ev, views.cases, p.statistics_period,
+                                               plausible_dates(p))
+        for text in notes:
+            stats.note(text)
     stats.counts["cases"] = n_cases
     with stats.step("count_variants"):
         stats.counts["variants"] = views.variants.count()
@@ -256,11 +259,16 @@ def _require_events(stats: Stats, input_name: str | None) -> None:
     raise InputError(f"{input_name or 'input'}: no usable events ({detail})")
 
 
+def plausible_dates(p: Any) -> tuple[str, str]:
+    """The range outside which a kept event's date is reported as suspicious."""
+    dates = event_dates(p)
+    return (dates.suspect_before,
+            dates.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+
+
 def _report_suspicious(stats: Stats, events: DataFrame, p: Any) -> None:
     """Events with implausible dates are kept (as pm4py and Disco keep them) and reported."""
-    dates = event_dates(p)
-    before = dates.suspect_before
-    after = dates.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    before, after = plausible_dates(p)
     with stats.step("suspicious_timestamps"):
         odd = suspicious_timestamps(events, before, after)
     stats.counts["suspicious_timestamps"] = odd

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.process import statistics as st
-from sparkfield.process.schema import RESOURCE, ROW_ORDER, SRC_ORDER
+from sparkfield.process.schema import RESOURCE, ROW_ORDER, SRC_ORDER, TIMESTAMP
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,15 +55,20 @@ def png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def log_statistics(events: DataFrame, cases: DataFrame, period: str) -> LogStatistics:
+def log_statistics(events: DataFrame, cases: DataFrame, period: str,
+                   dated: tuple[str, str]) -> tuple[LogStatistics, list[str]]:
     """The statistics of the job's canonical ``events`` (cached) and its per-case table
-    ``cases`` (case_id, duration_s, ...) per ``period`` (hour, day, week or month)."""
+    ``cases`` (case_id, duration_s, ...) per ``period`` (hour, day, week or month), and notes
+    on what the over-time tables leave out. Those count only the events dated within
+    ``dated`` (the job's plausible range: a placeholder date such as 0001-01-01 would stretch
+    them over centuries), and are left out when they would hold over ``MAX_PERIODS``
+    periods."""
     ordered = events.withColumn(ORDER_COL, F.col(SRC_ORDER).cast("long") * (1 << 40)
                                 + F.col(ROW_ORDER))
     keys = {"order": ORDER_COL}
+    timed, notes = _over_time(ordered, period, dated)
     frames = {
-        "events_over_time": st.events_over_time(ordered, period, **keys),
-        "active_cases_over_time": st.active_cases_over_time(ordered, period, **keys),
+        **timed,
         "case_duration_histogram": st.case_duration_histogram(cases, DURATION_BINS),
         "case_duration_summary": st.case_duration_summary(cases),
         "activities": st.activity_frequencies(ordered, **keys),
@@ -71,4 +76,35 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str) -> LogStati
         "resource_activity": st.resource_activity_matrix(ordered, resource=RESOURCE, **keys),
         "handover_of_work": st.handover_of_work(ordered, resource=RESOURCE, **keys),
     }
-    return LogStatistics(period, {name: df.toPandas() for name, df in frames.items()})
+    tables = {name: df if isinstance(df, pd.DataFrame) else df.toPandas()
+              for name, df in frames.items()}
+    return LogStatistics(period, tables), notes
+
+
+MAX_PERIODS = 20_000  # over-time tables longer than this are left out (a coarser period fits)
+_PERIOD_SECONDS = {"hour": 3_600, "day": 86_400, "week": 604_800, "month": 2_629_746}
+
+
+def _over_time(events: DataFrame, period: str, dated: tuple[str, str]
+               ) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
+    """The two over-time tables of the events dated within ``dated``, or empty ones."""
+    ts = F.col(TIMESTAMP)
+    inside = events.where(ts.between(F.to_timestamp(F.lit(dated[0])),
+                                     F.to_timestamp(F.lit(dated[1]))))
+    span = inside.agg(F.count(F.lit(1)).alias("n"), F.min(ts).alias("lo"),
+                      F.max(ts).alias("hi")).first()
+    notes = []
+    left_out = events.count() - int(span["n"])
+    if left_out:
+        notes.append(f"statistics over time: {left_out} event(s) dated outside {dated[0]} .. "
+                     f"{dated[1]} left out")
+    periods = ((span["hi"] - span["lo"]).total_seconds() / _PERIOD_SECONDS[period]
+               if span["n"] else 0)
+    if periods > MAX_PERIODS:
+        notes.append(f"statistics over time left out: {periods:,.0f} {period}s from "
+                     f"{span['lo']} to {span['hi']}; choose a longer statistics_period")
+        return {"events_over_time": pd.DataFrame(columns=["period_start", "events"]),
+                "active_cases_over_time": pd.DataFrame(columns=["period_start", "cases"])}, notes
+    keys = {"order": ORDER_COL}
+    return {"events_over_time": st.events_over_time(inside, period, **keys),
+            "active_cases_over_time": st.active_cases_over_time(inside, period, **keys)}, notes
