@@ -97,7 +97,8 @@ def log(request, spark, fixtures_dir):
     pdf[CASE] = pdf[CASE].astype(str)
     cols = [CASE, ACT, TS] + (["org:resource"] if "org:resource" in pdf.columns else [])
     df = spark.createDataFrame(pdf[cols]).cache()
-    return request.param, pdf, df
+    yield request.param, pdf, df
+    df.unpersist()  # later tests check that jobs leave nothing cached
 
 
 def _pm4py(name: str, pdf: pd.DataFrame, args: tuple, kwargs: dict) -> pd.DataFrame:

@@ -45,14 +45,18 @@ def _load(request, fixtures_dir, name: str):
                                         "roadtraffic_1t_per_variant.xes.gz"])
 def log(request, spark, fixtures_dir):
     pdf = _load(request, fixtures_dir, request.param)
-    return request.param, pdf, _spark_log(spark, pdf)
+    df = _spark_log(spark, pdf)
+    yield request.param, pdf, df
+    df.unpersist()  # later tests check that jobs leave nothing cached
 
 
 @pytest.fixture(scope="module", params=["running-example.xes", "roadtraffic100traces.xes"])
 def resource_log(request, spark, fixtures_dir):
     """Logs with org:resource; the road-traffic one has many events without a resource."""
     pdf = _load(request, fixtures_dir, request.param)
-    return request.param, pdf, _spark_log(spark, pdf)
+    df = _spark_log(spark, pdf)
+    yield request.param, pdf, df
+    df.unpersist()  # later tests check that jobs leave nothing cached
 
 
 def _pm4py(name: str, *args, **kwargs):
