@@ -28,7 +28,7 @@ def _spark_log(spark, pdf: pd.DataFrame):
     frame[CASE] = frame[CASE].astype(str)
     if RES in frame.columns:
         frame[RES] = frame[RES].astype(object).where(frame[RES].notna(), None)
-    return spark.createDataFrame(frame).cache()
+    return spark.createDataFrame(frame)  # local rows: nothing to cache
 
 
 def _load(request, fixtures_dir, name: str):
@@ -45,18 +45,14 @@ def _load(request, fixtures_dir, name: str):
                                         "roadtraffic_1t_per_variant.xes.gz"])
 def log(request, spark, fixtures_dir):
     pdf = _load(request, fixtures_dir, request.param)
-    df = _spark_log(spark, pdf)
-    yield request.param, pdf, df
-    df.unpersist()  # later tests check that jobs leave nothing cached
+    return request.param, pdf, _spark_log(spark, pdf)
 
 
 @pytest.fixture(scope="module", params=["running-example.xes", "roadtraffic100traces.xes"])
 def resource_log(request, spark, fixtures_dir):
     """Logs with org:resource; the road-traffic one has many events without a resource."""
     pdf = _load(request, fixtures_dir, request.param)
-    df = _spark_log(spark, pdf)
-    yield request.param, pdf, df
-    df.unpersist()  # later tests check that jobs leave nothing cached
+    return request.param, pdf, _spark_log(spark, pdf)
 
 
 def _pm4py(name: str, *args, **kwargs):
