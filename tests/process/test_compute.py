@@ -57,7 +57,10 @@ def test_compute_counts_events_cases_and_rejects_without_a_report(spark):
     assert s.counts["cases"] == 3
     assert s.counts["variants"] == 3  # ABC, AC, AB
     assert s.counts["suspicious_timestamps"]["events"] == 1  # c3's A in 1960
-    assert len(s.notes) == 1
+    # the 1960 event is reported, and left out of the over-time statistics
+    assert len(s.notes) == 2 and s.notes[0].startswith("1 event(s) in 1 case(s) dated outside")
+    assert s.notes[1] == ("statistics over time: 1 event(s) dated outside 1970-01-01 .. "
+                          "2030-01-01 left out")
     dfg = {(r.source, r.target): r.frequency for r in c.small["dfg"].itertuples()}
     assert dfg == {("A", "B"): 2, ("B", "C"): 1, ("A", "C"): 1}
     assert c.small["activities"].set_index("activity")["events"].to_dict() == {
