@@ -17,11 +17,12 @@ what it reads, so every error of a range after the first is an :class:`XesRangeE
 either, process_mining reads the file again as one range (``one_range=True``: one task reads
 the ranges in order, as for a ``.xes.gz``), which settles the rows or the error.
 
-Every trace is parsed by :func:`sparkfield.process.xes.xes_rows`, the driver reader's own
-rules, inside ``<log ...>`` as the file opens it, so the rows are the driver reader's. The
-order of events is kept in ``row_order``, increasing through the file (see
-:func:`_positions`). Errors name the file's line (counted from the
-range's first byte for ranges after the first)."""
+Every trace of the common shape is read by :func:`sparkfield.process.xes_fast.trace_rows`
+(two regular expressions); any other by :func:`sparkfield.process.xes.xes_rows`, the driver
+reader's own rules, inside ``<log ...>`` as the file opens it; either way the rows are the
+driver reader's. The order of events is kept in ``row_order``, increasing through the file
+(see :func:`_positions`). Errors name the file's line (counted from the range's first byte
+for ranges after the first)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from sparkfield.core.failures import executor_error
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
 from sparkfield.core.workers import in_worker
 from sparkfield.process.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
+from sparkfield.process.xes_fast import trace_rows
 
 DELIMITER = "<trace"
 _LOG_OPEN = re.compile(r"<(?:[\w.-]+:)?log(?:\s[^>]*)?>", re.S)
@@ -214,18 +216,26 @@ def _parser(path: str, opening: bytes):
             rows: list[list] = []
             for pos, line, block, text in zip(pdf["pos"], pdf["line"], pdf["block"],
                                               pdf["text"], strict=True):
-                body = _LOG_CLOSE.sub("", text)
-                doc = opening + DELIMITER.encode() + body.encode("utf-8") + b"</log>"
-                where = path if block == 0 else f"{path} (from byte {block})"
-                try:
-                    for i, row in enumerate(xes_rows(io.BytesIO(doc), where, int(line) - 1)):
-                        row.append(int(pos) + i)
-                        rows.append(row)
-                except XesError as exc:
-                    if block == 0:
-                        raise
-                    raise XesRangeError(str(exc)) from None
+                body = _LOG_CLOSE.sub("", text) if "</log" in text else text
+                fast = trace_rows(body)
+                if fast is None:
+                    fast = _lxml_rows(opening, body, path, int(line), int(block))
+                for i, row in enumerate(fast, start=int(pos)):
+                    row.append(i)
+                rows.extend(fast)
             if rows:
                 yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
 
     return parse
+
+
+def _lxml_rows(opening: bytes, body: str, path: str, line: int, block: int) -> list[list]:
+    """The rows of a trace record not of :mod:`xes_fast`'s shape, or its error."""
+    doc = opening + DELIMITER.encode() + body.encode("utf-8") + b"</log>"
+    where = path if block == 0 else f"{path} (from byte {block})"
+    try:
+        return list(xes_rows(io.BytesIO(doc), where, line - 1))
+    except XesError as exc:
+        if block == 0:
+            raise
+        raise XesRangeError(str(exc)) from None
