@@ -81,3 +81,25 @@ def test_missing_values_and_columns_are_named(spark):
         sp.discover_dfg(df, case="case", activity="step", timestamp="at")
     with pytest.raises(ValueError, match="column 'when' not found"):
         sp.discover_dfg(df, case="case", activity="step", timestamp="when")
+
+
+def test_checked_events_skip_the_null_pass_but_not_the_column_check(spark):
+    from sparkfield.process.discover import event_frame
+    from sparkfield.process.statistics import activity_frequencies
+
+    df = spark.createDataFrame(
+        [("c1", "a", "2021-01-01"), ("c1", "b", "2021-01-02"), ("c2", "a", "2021-01-03"),
+         ("c2", None, "2021-01-04")],
+        "case string, step string, at string")
+    keys = {"case": "case", "activity": "step", "timestamp": "at"}
+    with pytest.raises(ValueError, match="1 rows with a null or unparseable 'step'"):
+        event_frame(df, **keys)
+    assert event_frame(df, **keys, checked=True).count() == 4  # the caller vouched for it
+    with pytest.raises(ValueError, match="column 'when' not found"):
+        event_frame(df, case="case", activity="step", timestamp="when", checked=True)
+    good = df.where("step IS NOT NULL")
+    plain = activity_frequencies(good, **keys).toPandas()
+    assert plain.equals(activity_frequencies(good, **keys, checked=True).toPandas())
+    assert plain.to_dict("records") == [
+        {"activity": "a", "events": 2, "cases": 2, "event_share": 2 / 3, "case_share": 1.0},
+        {"activity": "b", "events": 1, "cases": 1, "event_share": 1 / 3, "case_share": 0.5}]

@@ -23,11 +23,12 @@ __all__ = ["activities", "all_views", "case_durations", "discover_dfg", "end_act
 
 def event_frame(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
                 timestamp: str = TIMESTAMP, order: str | None = None,
-                timezone: str = "UTC") -> DataFrame:
+                timezone: str = "UTC", checked: bool = False) -> DataFrame:
     """``df`` as canonical events (case_id, activity, timestamp, src_order, row_order).
 
     Timestamp strings without an offset, and dates, are wall-clock times in ``timezone``.
-    Raises ``ValueError`` naming the column when a row has no case, activity or timestamp."""
+    Raises ``ValueError`` naming the column when a row has no case, activity or timestamp
+    (a pass over the data that ``checked=True`` skips, for events known to have none)."""
     for name in (case, activity, timestamp, order):
         if name is not None and name not in df.columns:
             raise ValueError(f"column {name!r} not found; columns are {df.columns}")
@@ -40,6 +41,8 @@ def event_frame(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
         (F.col(order) if order else F.monotonically_increasing_id()).cast("long")
         .alias(ROW_ORDER),
     )
+    if checked:
+        return events
     bad = events.select(*[F.sum(F.col(c).isNull().cast("long")).alias(c)
                           for c in (CASE, ACTIVITY, TIMESTAMP)]).first()
     names = {CASE: case, ACTIVITY: activity, TIMESTAMP: timestamp}

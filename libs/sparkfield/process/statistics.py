@@ -10,6 +10,8 @@ repeats when summer time ends is one period). A null resource is
 dropped from the resource statistics, as pm4py skips a missing attribute value; the shares
 stay relative to the whole log, so they show how much work has no resource. Only Spark's
 built-in and window functions are used, so every statistic also runs over Spark Connect.
+``checked=True`` skips the pass that looks for a null case, activity or timestamp, for events
+known to have none (the jobs' validated events).
 
 The ``*_figure`` functions draw the collected (small) frames as matplotlib figures through the
 object API, so they never touch a global backend.
@@ -50,10 +52,11 @@ def _col(name: str) -> Column:
 
 
 def _events(df: DataFrame, case: str, activity: str, timestamp: str, order: str | None,
-            timezone: str, resource: str | None = None) -> DataFrame:
+            timezone: str, resource: str | None = None, checked: bool = False) -> DataFrame:
     """case_id, activity, timestamp, row_order (and resource): the events, checked as the
-    views check them (one pass names a null case, activity or timestamp)."""
-    event_frame(df, case, activity, timestamp, order, timezone)
+    views check them (one pass names a null case, activity or timestamp; ``checked`` skips
+    that pass, not the check that the columns exist)."""
+    event_frame(df, case, activity, timestamp, order, timezone, checked=checked)
     if resource is not None and resource not in df.columns:
         raise ValueError(f"column {resource!r} not found; columns are {df.columns}")
     cols = [
@@ -121,11 +124,12 @@ def _spine(indices: DataFrame, low: str, high: str) -> DataFrame:
 
 def events_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
                      activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                     order: str | None = None, timezone: str = "UTC") -> DataFrame:
+                     order: str | None = None, timezone: str = "UTC",
+                     checked: bool = False) -> DataFrame:
     """period_start, events: the events in each period from the first event's to the last's,
     quiet periods included with 0. A period holds [period_start, next period_start)."""
     _check_freq(freq)
-    ev = _events(df, case, activity, timestamp, order, timezone)
+    ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
     per = ev.select(_period_index(F.col(TIMESTAMP), freq, timezone).alias(_IDX))
     counts = per.groupBy(_IDX).agg(F.count(F.lit(1)).alias("events"))
     return (_spine(per, _IDX, _IDX).join(counts, on=_IDX, how="left")
@@ -136,21 +140,25 @@ def events_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
 
 def active_cases_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
                            activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                           order: str | None = None, timezone: str = "UTC") -> DataFrame:
+                           order: str | None = None, timezone: str = "UTC",
+                           checked: bool = False) -> DataFrame:
     """period_start, cases: the cases active in each period, those whose first event is
     before the period ends and whose last event is at or after it starts (a case counts in
     every period from its first event's to its last's). Each case adds +1 where it starts and
     -1 after it ends, and a running sum over the periods counts, so the cost follows the
     number of cases plus the number of periods, not cases times periods."""
     _check_freq(freq)
-    ev = _events(df, case, activity, timestamp, order, timezone)
+    ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
     spans = ev.groupBy(CASE).agg(
         _period_index(F.min(TIMESTAMP), freq, timezone).alias("first"),
         _period_index(F.max(TIMESTAMP), freq, timezone).alias("last"))
     deltas = spans.select(F.col("first").alias(_IDX), F.lit(1).alias(_DELTA)).unionByName(
         spans.select((F.col("last") + 1).alias(_IDX), F.lit(-1).alias(_DELTA)))
     per_period = deltas.groupBy(_IDX).agg(F.sum(_DELTA).alias(_DELTA))
-    running = Window.orderBy(_IDX).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    # the periods are few: one window partition on purpose (a literal key, so Spark does not
+    # warn about a window without one)
+    running = (Window.partitionBy(F.lit(0)).orderBy(_IDX)
+               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     return (_spine(spans, "first", "last").join(per_period, on=_IDX, how="left")
             .select(_IDX, F.sum(F.coalesce(F.col(_DELTA), F.lit(0))).over(running)
                     .cast("long").alias("cases"))
@@ -217,54 +225,57 @@ def case_duration_distribution(df: DataFrame, bins: int = 20, case: str = CASE,
 
 # -- frequencies and resources --------------------------------------------------------------
 
-def _with_shares(counts: DataFrame, events: DataFrame) -> DataFrame:
-    """``counts`` (events, cases) with event_share and case_share of the whole log."""
-    totals = events.agg(F.count(F.lit(1)).alias("__sf_events"),
-                        F.countDistinct(CASE).alias("__sf_cases"))
+def _frequencies(events: DataFrame, key: str) -> DataFrame:
+    """key, events, cases, event_share, case_share; the shares of the whole log, events with a
+    null ``key`` included. One aggregation per (key, case) serves all four numbers, instead of
+    a distinct count per key and another over the log."""
+    per_case = events.groupBy(key, CASE).agg(F.count(F.lit(1)).alias("n"))
+    counts = (per_case.where(F.col(key).isNotNull()).groupBy(key)
+              .agg(F.sum("n").alias("events"), F.count(F.lit(1)).alias("cases")))
+    totals = per_case.agg(F.sum("n").alias("__sf_events"),
+                          F.countDistinct(CASE).alias("__sf_cases"))
     return (counts.crossJoin(totals)
             .withColumn("event_share", F.col("events") / F.col("__sf_events"))
             .withColumn("case_share", F.col("cases") / F.col("__sf_cases"))
-            .drop("__sf_events", "__sf_cases"))
-
-
-def _frequencies(events: DataFrame, key: str) -> DataFrame:
-    counts = (events.where(F.col(key).isNotNull()).groupBy(key)
-              .agg(F.count(F.lit(1)).alias("events"), F.countDistinct(CASE).alias("cases")))
-    return _with_shares(counts, events).orderBy(F.desc("events"), key)
+            .drop("__sf_events", "__sf_cases").orderBy(F.desc("events"), key))
 
 
 def activity_frequencies(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
                          timestamp: str = TIMESTAMP, order: str | None = None,
-                         timezone: str = "UTC") -> DataFrame:
+                         timezone: str = "UTC", checked: bool = False) -> DataFrame:
     """activity, events, cases, event_share, case_share: how often each activity happens and
     in how many cases (pm4py's ``get_event_attribute_values``, without and with
     ``count_once_per_case``), most frequent first."""
-    return _frequencies(_events(df, case, activity, timestamp, order, timezone), ACTIVITY)
+    ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
+    return _frequencies(ev, ACTIVITY)
 
 
 def resource_frequencies(df: DataFrame, resource: str = XES_RESOURCE, case: str = CASE,
                          activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                         order: str | None = None, timezone: str = "UTC") -> DataFrame:
+                         order: str | None = None, timezone: str = "UTC",
+                         checked: bool = False) -> DataFrame:
     """resource, events, cases, event_share, case_share: the work of each resource. Events
     without a resource are left out of the rows but not out of the totals, so the event
     shares add up to the part of the log that names a resource."""
-    ev = _events(df, case, activity, timestamp, order, timezone, resource)
+    ev = _events(df, case, activity, timestamp, order, timezone, resource, checked)
     return _frequencies(ev, RESOURCE)
 
 
 def resource_activity_matrix(df: DataFrame, resource: str = XES_RESOURCE, case: str = CASE,
                              activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                             order: str | None = None, timezone: str = "UTC") -> DataFrame:
+                             order: str | None = None, timezone: str = "UTC",
+                             checked: bool = False) -> DataFrame:
     """resource, activity, events (long form, only the pairs that occur): who does what.
     Events without a resource are left out."""
-    ev = _events(df, case, activity, timestamp, order, timezone, resource)
+    ev = _events(df, case, activity, timestamp, order, timezone, resource, checked)
     return (ev.where(F.col(RESOURCE).isNotNull()).groupBy(RESOURCE, ACTIVITY)
             .agg(F.count(F.lit(1)).alias("events")).orderBy(RESOURCE, ACTIVITY))
 
 
 def handover_of_work(df: DataFrame, resource: str = XES_RESOURCE, include_self: bool = True,
                      case: str = CASE, activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                     order: str | None = None, timezone: str = "UTC") -> DataFrame:
+                     order: str | None = None, timezone: str = "UTC",
+                     checked: bool = False) -> DataFrame:
     """source_resource, target_resource, handovers, share: how often an event of a case done
     by one resource is directly followed by the case's next event done by another; the
     directly-follows graph of resources (pm4py's ``discover_handover_of_work_network`` with
@@ -274,7 +285,7 @@ def handover_of_work(df: DataFrame, resource: str = XES_RESOURCE, include_self: 
     target); ``include_self=False`` leaves those out, shares then taken over the rest. A pair
     with a null resource on either side is left out: the work did not pass directly between
     the two named resources, so it is not bridged either."""
-    ev = _events(df, case, activity, timestamp, order, timezone, resource)
+    ev = _events(df, case, activity, timestamp, order, timezone, resource, checked)
     ordered = Window.partitionBy(CASE).orderBy(TIMESTAMP, ROW_ORDER, ACTIVITY)
     pairs = ev.select(F.lag(RESOURCE).over(ordered).alias("source_resource"),
                       F.col(RESOURCE).alias("target_resource"))
@@ -283,8 +294,9 @@ def handover_of_work(df: DataFrame, resource: str = XES_RESOURCE, include_self: 
         keep = keep & (F.col("source_resource") != F.col("target_resource"))
     counts = (pairs.where(keep).groupBy("source_resource", "target_resource")
               .agg(F.count(F.lit(1)).alias("handovers")))
-    total = F.sum("handovers").over(Window.partitionBy())
-    return (counts.withColumn("share", F.col("handovers") / total)
+    total = counts.agg(F.sum("handovers").alias("__sf_total"))
+    return (counts.crossJoin(total)
+            .withColumn("share", F.col("handovers") / F.col("__sf_total")).drop("__sf_total")
             .orderBy(F.desc("handovers"), "source_resource", "target_resource"))
 
 
