@@ -1,7 +1,8 @@
 """Extract an event log from source tables as a mapping file says.
 
 Sources are CSV, Parquet, JSON or JDBC tables; then come the log's process-mining views, the
-XES/CSV export and the process map. Every flag overrides one key of conf/jobs/event_log.yaml."""
+XES/CSV export and the process map. Every flag overrides one key of conf/jobs/event_log.yaml;
+each --filter-* flag appends a filter to its filters."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Process-mining views of an existing event log.
 
 The directly-follows graph, variants, cases and the process map of an XES (.xes, .xes.gz), CSV
-or Parquet log. Every flag overrides one key of conf/jobs/process_mining.yaml."""
+or Parquet log. Every flag overrides one key of conf/jobs/process_mining.yaml; each --filter-*
+flag appends a filter to its filters."""
 
 from __future__ import annotations
 

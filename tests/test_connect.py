@@ -1,10 +1,12 @@
 """The library over Spark Connect: a real Connect server from the installed pyspark on
 127.0.0.1, and the tests of the public functions run again with their session a Connect one
 (``SPARKFIELD_TEST_REMOTE``), in a process of their own (a Python process holds either a classic
-or a Connect session, not both). The same assertions pass on both, so results are equal."""
+or a Connect session, not both). The same assertions pass on both, so results are equal; for
+the process filters and statistics the results of both sessions are also compared directly."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -33,6 +35,16 @@ CONNECT_SUITE = [
         "test_time_range_bounds_are_included_and_read_in_the_time_zone",
         "test_variant_ranking_and_coverage", "test_filters_chain_and_feed_the_views",
         "test_a_null_row_is_named_not_dropped", "test_bad_arguments_are_named")),
+    # the statistics on inline frames (their pm4py comparisons run on classic Spark)
+    *(f"tests/process/test_statistics.py::{name}" for name in (
+        "test_a_null_resource_is_left_out_of_the_counts_not_the_totals",
+        "test_handover_skips_a_null_resource_and_counts_self_handovers",
+        "test_handover_follows_the_order_column_on_equal_times",
+        "test_small_frame_over_time_with_quiet_days",
+        "test_naive_times_and_periods_are_in_the_time_zone",
+        "test_small_frame_durations_histogram_and_summary",
+        "test_small_frame_activity_frequencies", "test_bad_arguments_are_named",
+        "test_a_null_case_is_named_not_dropped")),
 ]
 
 
@@ -53,6 +65,30 @@ def test_the_public_functions_pass_their_tests_over_spark_connect(server, shared
     passed = re.search(r"(\d+) passed", res.stdout)
     assert passed and int(passed.group(1)) > 0, tail
     assert "skipped" not in res.stdout.splitlines()[-1], tail
+
+
+@pytest.mark.slow
+def test_filters_and_statistics_give_the_same_results_over_spark_connect(server, spark):
+    from tests.process.event_frames import library_results
+
+    classic = json.loads(json.dumps(library_results(spark)))  # tuples as lists, as JSON has
+    code = ("import json, sys\n"
+            "from pyspark.sql import SparkSession\n"
+            "from tests.process.event_frames import library_results\n"
+            "spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()\n"
+            "assert type(spark).__module__.startswith('pyspark.sql.connect'), type(spark)\n"
+            "print(json.dumps(library_results(spark)))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", REMOTE)}
+    res = subprocess.run([sys.executable, "-c", code, server], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
+    remote = json.loads(res.stdout.strip().splitlines()[-1])
+    assert remote.keys() == classic.keys()
+    for name, rows in classic.items():
+        assert remote[name] == rows, name
+    # every call keeps or counts something, so equal empty results cannot pass by accident
+    assert all(classic.values()), [name for name, rows in classic.items() if not rows]
+    assert [f["cases_kept"] for f in classic["mapping_filters_report"]] == [2, 1]
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import yaml
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import render_docs
+from sparkfield.core.params import APPENDED, render_docs
 from sparkfield.schemas import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,8 +114,11 @@ def test_flags_come_from_the_schema(job):
     for p in schema.params:
         if p.flag:
             assert flags.get(p.flag) == p.dest, p.flag
+    for a in schema.append_flags:  # repeatable: each appends to a list parameter
+        assert flags.get(a.flag) == APPENDED, a.flag
     shared = {"-h", "--profile", "--conf-dir", "--run-date", "--log-level", "--remote"}
-    assert set(flags) - shared == {p.flag for p in schema.params if p.flag}
+    assert set(flags) - shared == {p.flag for p in schema.params if p.flag} | {
+        a.flag for a in schema.append_flags}
 
 
 def test_docs_tables_are_generated_from_the_schemas():

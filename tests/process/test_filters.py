@@ -14,10 +14,20 @@ from pyspark.sql import functions as F
 
 import sparkfield.process as sp
 
-from . import pm4py_oracle
+from .event_frames import (
+    ACT,
+    CASE,
+    KEYS,
+    REPEATED,
+    ROWS,
+    SCHEMA,
+    SMALL,
+    TS,
+    reference_log,
+    small_frame,
+    spark_log,
+)
 
-CASE, ACT, TS = "case:concept:name", "concept:name", "time:timestamp"
-KEYS = {"case": CASE, "activity": ACT, "timestamp": TS}
 MODES = ["events", "traces_contained", "traces_intersecting", "traces_starting_in",
          "traces_starting_in_exclude", "traces_completing_in", "traces_completing_in_exclude"]
 
@@ -66,37 +76,14 @@ ROAD = _specs(
     ef_pairs=[("Payment", "Add penalty"), ("Appeal to Judge", "Payment")],
     rework=("Payment", 3),
 )
-# the cases of the running example repeated (3 three times, 1 twice), so variants have
-# different frequencies and equal ones to rank
-REPEATS = {"3": 3, "1": 2}
-
-
-def _load(fixtures_dir, shared_data_dir, name: str) -> pd.DataFrame:
-    if name == "running-example-repeated":
-        pdf = pm4py_oracle.load(fixtures_dir / "process" / "running-example.xes")
-        copies = [pdf.assign(**{CASE: pdf[CASE].astype(str) + f"-{i}"})
-                  .loc[pdf[CASE].astype(str) == c] for c, n in REPEATS.items()
-                  for i in range(1, n)]
-        out = pd.concat([pdf, *copies], ignore_index=True)
-        out.attrs = pdf.attrs
-        return out
-    folder = shared_data_dir if name == "roadtraffic100traces.xes" else fixtures_dir / "process"
-    return pm4py_oracle.load(folder / name)
-
-
-LOGS = {"running-example.xes": RUNNING, "running-example-repeated": RUNNING,
+LOGS = {"running-example.xes": RUNNING, REPEATED: RUNNING,
         "roadtraffic_1t_per_variant.xes.gz": ROAD, "roadtraffic100traces.xes": ROAD}
 
 
 @pytest.fixture(scope="module", params=list(LOGS))
 def log(request, spark, fixtures_dir):
-    shared = None
-    if request.param == "roadtraffic100traces.xes":
-        shared = request.getfixturevalue("shared_data") / "process_mining/event_logs/pm4py"
-    pdf = _load(fixtures_dir, shared, request.param)
-    pdf[CASE] = pdf[CASE].astype(str)
-    cols = [CASE, ACT, TS] + (["org:resource"] if "org:resource" in pdf.columns else [])
-    df = spark.createDataFrame(pdf[cols]).cache()
+    pdf = reference_log(request, fixtures_dir, request.param)
+    df = spark_log(spark, pdf).cache()
     yield request.param, pdf, df
     df.unpersist()  # later tests check that jobs leave nothing cached
 
@@ -142,20 +129,9 @@ def test_kept_rows_keep_every_column(log):
 
 # -- small frames ---------------------------------------------------------------------------
 
-SCHEMA = "case string, step string, at string, who string"
-ROWS = [
-    ("c1", "a", "2021-01-01 00:00:00", "ann"), ("c1", "b", "2021-01-01 00:00:00", None),
-    ("c1", "c", "2021-01-01 10:00:00", "bob"),
-    ("c2", "b", "2021-01-02 00:00:00", "bob"), ("c2", "a", "2021-01-02 01:00:00", "ann"),
-    ("c2", "a", "2021-01-03 00:00:00", "ann"),
-    ("c3", "a", "2021-01-05 00:00:00", "cy"),
-]
-SMALL = {"case": "case", "activity": "step", "timestamp": "at"}
-
-
 @pytest.fixture(scope="module")
 def small(spark):
-    return spark.createDataFrame(ROWS, SCHEMA)
+    return small_frame(spark)
 
 
 def _rows(df) -> Counter:

@@ -15,44 +15,33 @@ from pyspark.sql import functions as F
 import sparkfield.process as sp
 
 from . import pm4py_oracle
-
-CASE, ACT, TS, RES = "case:concept:name", "concept:name", "time:timestamp", "org:resource"
-KEYS = {"case": CASE, "activity": ACT, "timestamp": TS}
-SHARED = "process_mining/event_logs/pm4py"
-
-
-def _spark_log(spark, pdf: pd.DataFrame):
-    """The log as Spark sees it: case ids as strings, a missing resource as null."""
-    cols = [CASE, ACT, TS] + ([RES] if RES in pdf.columns else [])
-    frame = pdf[cols].copy()
-    frame[CASE] = frame[CASE].astype(str)
-    if RES in frame.columns:
-        frame[RES] = frame[RES].astype(object).where(frame[RES].notna(), None)
-    return spark.createDataFrame(frame)  # local rows: nothing to cache
-
-
-def _load(request, fixtures_dir, name: str):
-    if name == "roadtraffic100traces.xes":
-        folder = request.getfixturevalue("shared_data") / SHARED
-    else:
-        folder = fixtures_dir / "process"
-    pdf = pm4py_oracle.load(folder / name)
-    pdf[CASE] = pdf[CASE].astype(str)
-    return pdf
+from .event_frames import (
+    ACT,
+    CASE,
+    KEYS,
+    RES,
+    ROWS,
+    SCHEMA,
+    SMALL,
+    TS,
+    reference_log,
+    small_frame,
+    spark_log,
+)
 
 
 @pytest.fixture(scope="module", params=["running-example.xes",
                                         "roadtraffic_1t_per_variant.xes.gz"])
 def log(request, spark, fixtures_dir):
-    pdf = _load(request, fixtures_dir, request.param)
-    return request.param, pdf, _spark_log(spark, pdf)
+    pdf = reference_log(request, fixtures_dir, request.param)
+    return request.param, pdf, spark_log(spark, pdf)
 
 
 @pytest.fixture(scope="module", params=["running-example.xes", "roadtraffic100traces.xes"])
 def resource_log(request, spark, fixtures_dir):
     """Logs with org:resource; the road-traffic one has many events without a resource."""
-    pdf = _load(request, fixtures_dir, request.param)
-    return request.param, pdf, _spark_log(spark, pdf)
+    pdf = reference_log(request, fixtures_dir, request.param)
+    return request.param, pdf, spark_log(spark, pdf)
 
 
 def _pm4py(name: str, *args, **kwargs):
@@ -152,7 +141,7 @@ def test_handover_of_work_equals_pm4py(resource_log):
 def test_running_example_handover_shares_are_pm4py_values(spark, fixtures_dir):
     pdf = pm4py_oracle.load(fixtures_dir / "process" / "running-example.xes")
     network = _pm4py("discover_handover_of_work_network", pdf, beta=0)
-    got = sp.handover_of_work(_spark_log(spark, pdf), **KEYS).toPandas()
+    got = sp.handover_of_work(spark_log(spark, pdf), **KEYS).toPandas()
     shares = dict(zip(zip(got["source_resource"], got["target_resource"], strict=True),
                       got["share"], strict=True))
     assert shares.keys() == network.connections.keys()
@@ -242,7 +231,7 @@ def test_events_and_active_cases_over_time_equal_pandas(log, freq, tz):
 def test_hours_over_time_equal_pandas(spark, fixtures_dir):
     pdf = pm4py_oracle.load(fixtures_dir / "process" / "running-example.xes")
     pdf[CASE] = pdf[CASE].astype(str)
-    got = _over_time(_spark_log(spark, pdf), "hour", "UTC", **KEYS)
+    got = _over_time(spark_log(spark, pdf), "hour", "UTC", **KEYS)
     assert got == _pandas_over_time(pdf, "hour", "UTC")
     assert max(got[2]) == pdf[CASE].nunique()  # all six cases overlap at some hour
 
@@ -261,22 +250,13 @@ def test_periods_do_not_depend_on_the_session_time_zone(spark, log):
 
 # -- small frames -----------------------------------------------------------------------------
 
-SCHEMA = "case string, step string, at string, who string"
-ROWS = [
-    ("c1", "a", "2021-01-01 00:00:00", "ann"), ("c1", "b", "2021-01-01 00:00:00", None),
-    ("c1", "c", "2021-01-01 10:00:00", "bob"),
-    ("c2", "b", "2021-01-02 00:00:00", "bob"), ("c2", "a", "2021-01-02 01:00:00", "ann"),
-    ("c2", "a", "2021-01-03 00:00:00", "ann"),
-    ("c3", "a", "2021-01-05 00:00:00", "cy"),
-]
-SMALL = {"case": "case", "activity": "step", "timestamp": "at"}
 DAY_US = 86_400_000_000
 JAN1_US = 1_609_459_200_000_000  # 2021-01-01T00:00:00Z
 
 
 @pytest.fixture(scope="module")
 def small(spark):
-    return spark.createDataFrame(ROWS, SCHEMA)
+    return small_frame(spark)
 
 
 def _handovers(df, **kwargs) -> dict:

@@ -3,6 +3,7 @@ rows wherever it answers, and no answer wherever its shape is not met."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import random
 
@@ -91,10 +92,8 @@ def test_common_traces_are_read_and_equal_lxml(record):
 @pytest.mark.parametrize("record", OTHER.values(), ids=OTHER.keys())
 def test_other_traces_are_left_to_lxml(record):
     assert trace_rows(record) is None
-    try:
+    with contextlib.suppress(XesError):  # a nameless trace: lxml's reader gives the error
         lxml_rows(record)
-    except XesError:
-        pass  # a nameless trace: lxml's reader gives the error
 
 
 @pytest.mark.parametrize("record", BROKEN.values(), ids=BROKEN.keys())

@@ -29,7 +29,7 @@ from sparkfield.core.failures import (
     spark_input_error,
 )
 from sparkfield.core.io import local_output_problem
-from sparkfield.core.params import JobSchema, timezone_problem
+from sparkfield.core.params import HelpFormatter, JobSchema, timezone_problem
 from sparkfield.core.report import session_started
 
 EXIT_OK = 0
@@ -76,7 +76,8 @@ def base_parser(job: str, description: str,
     """The flags every job shares, then one flag per flagged parameter of ``schema`` (the job's
     parameters; without one, only the common ones)."""
     schema = schema or JobSchema(job, [])
-    parser = argparse.ArgumentParser(prog=f"submit.sh {job}", description=description)
+    parser = argparse.ArgumentParser(prog=f"submit.sh {job}", description=description,
+                                     formatter_class=HelpFormatter)
     parser.add_argument("--profile", default="local", action=_Once,
                         help="conf overlays applied in order, comma-separated: local, cluster, "
                         "yarn, k8s, gpu (e.g. cluster,gpu)")
@@ -117,12 +118,15 @@ def connect_requested(args: argparse.Namespace) -> str | None:
 def job_config(job: str, args: argparse.Namespace,
                overrides: Callable[[argparse.Namespace], dict[str, Any]] | None = None) -> Config:
     """The run's configuration from parsed flags, checked before any JVM starts: conf files
-    and profiles merged, flags on top, every job key validated by the job's schema, then the
-    job's own environment checks (a GPU, a model folder, ...)."""
+    and profiles merged, flags on top (an append flag's entry after the conf's entries), every
+    job key validated by the job's schema, then the job's own environment checks (a GPU, a
+    model folder, ...)."""
     schema: JobSchema | None = getattr(args, "_schema", None)
     given = overrides(args) if overrides is not None else \
         schema.overrides(args) if schema is not None else {}
     cfg = load_config(job, args.profile, args.conf_dir, given)
+    if schema is not None:  # entries of repeatable flags, after the conf files' own
+        schema.append_entries(cfg.raw.setdefault("job", {}), args)
     if args.run_date:
         output = cfg.job.get("output")
         if not output:

@@ -7,6 +7,10 @@ A :class:`Param` names a key of the job section (dotted for nested keys, ``searc
 error that names the nearest valid key, a value of the wrong type or out of range is an error,
 and every missing key gets its default. Every job checks the same way, so the same bad value
 (``--sample 0``) gives the same error and exit code everywhere.
+
+An :class:`AppendFlag` is a repeatable flag that adds one entry to a ``list[dict]`` parameter
+(``--filter-case-size 2 10`` adds a filter to ``filters``) after the entries of the conf files,
+in the order the flags are given.
 """
 
 from __future__ import annotations
@@ -249,6 +253,76 @@ _FLAG_TYPES = {"int": int, "float": float, "fraction": float, "str": str,
                "list[float]": float_list, "dict[str,float]": key_values}
 
 
+@dataclass(frozen=True)
+class AppendFlag:
+    """A repeatable flag that appends one entry to the ``list[dict]`` parameter ``target``:
+    after the entries the conf files give, in the order the flags are given on the command
+    line. ``parse`` turns the flag's values (``min_values`` to ``max_values`` of them, shown as
+    ``metavar``, e.g. ``START END [MODE]``) into the entry, raising ValueError saying what is
+    wrong; argparse's error then names the flag (exit 2 before any work)."""
+
+    flag: str
+    target: str
+    metavar: str
+    parse: Callable[[list[str]], dict[str, Any]]
+    help: str = ""
+    min_values: int = 1
+    max_values: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_values <= self.max_values:
+            raise ValueError(f"{self.flag}: takes {self.min_values} to {self.max_values} "
+                             "values")
+
+    @property
+    def nargs(self) -> int | str | None:
+        if self.min_values == self.max_values:
+            return None if self.min_values == 1 else self.min_values
+        return "+"  # the count is checked by _AppendEntry
+
+    def entry(self, values: list[str]) -> dict[str, Any]:
+        """The entry of one use of the flag; ValueError saying what is wrong."""
+        if not self.min_values <= len(values) <= self.max_values:
+            low, high = self.min_values, self.max_values
+            want = str(low) if low == high else f"{low} or {high}" if high == low + 1 else \
+                f"{low} to {high}"
+            raise ValueError(f"expected {want} values ({self.metavar}), got {len(values)}")
+        return self.parse(values)
+
+
+APPENDED = "_appended"  # where the append flags leave their (target, entry) pairs, in order
+
+
+class _AppendEntry(argparse.Action):
+    """One use of an :class:`AppendFlag`: its entry appended to the pairs in ``dest``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, spec: AppendFlag,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.spec = spec
+        self.shown_args = spec.metavar  # what HelpFormatter shows for the values
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        given = [values] if isinstance(values, str) else list(values)
+        try:
+            entry = self.spec.entry(given)
+        except ValueError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
+        pairs = list(getattr(namespace, self.dest, None) or [])
+        pairs.append((self.spec.target, entry))
+        setattr(namespace, self.dest, pairs)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, showing an append flag's values as its metavar writes them
+    (``--filter-time-range START END [MODE]``)."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        shown = getattr(action, "shown_args", None)
+        return shown if shown is not None else super()._format_args(action, default_metavar)
+
+
 # Keys every job has; the entry point adds their flags (and --run-date) itself.
 def common_params(output: str) -> list[Param]:
     return [
@@ -268,7 +342,8 @@ class JobSchema:
     """The parameters of one job, in the order flags and tables list them."""
 
     def __init__(self, job: str, params: Sequence[Param], output: str | None = None,
-                 preflight: Callable[[dict[str, Any], Any], None] | None = None):
+                 preflight: Callable[[dict[str, Any], Any], None] | None = None,
+                 append_flags: Sequence[AppendFlag] = ()):
         self.job = job
         # checks of the environment before any JVM starts: (validated job section, Config)
         self.preflight = preflight
@@ -276,6 +351,14 @@ class JobSchema:
         self.by_key = {p.key: p for p in self.params}
         if len(self.by_key) != len(self.params):
             raise ValueError(f"{job}: duplicate parameter keys")
+        self.append_flags: list[AppendFlag] = list(append_flags)
+        for a in self.append_flags:
+            if getattr(self.by_key.get(a.target), "kind", None) != "list[dict]":
+                raise ValueError(f"{job}: {a.flag} appends to {a.target!r}, which is not a "
+                                 "list[dict] parameter")
+        flags = [p.flag for p in self.params if p.flag] + [a.flag for a in self.append_flags]
+        if len(set(flags)) != len(flags):
+            raise ValueError(f"{job}: duplicate flags")
         self.sections = {k.rsplit(".", 1)[0] for k in self.by_key if "." in k}
         self._types: dict[str, type] = {}
         _BY_JOB[job] = self
@@ -397,14 +480,35 @@ class JobSchema:
                 if p.choices:
                     kwargs["choices"] = p.choices
             target.add_argument(p.flag, **kwargs)
+        for a in self.append_flags:
+            parser.add_argument(a.flag, dest=APPENDED, action=_AppendEntry, spec=a,
+                                nargs=a.nargs, metavar=a.metavar, default=argparse.SUPPRESS,
+                                help=_append_help(a))
 
     def overrides(self, args: argparse.Namespace) -> dict[str, Any]:
-        """The nested job overrides of the flags that were given."""
+        """The nested job overrides of the flags that were given (the append flags' entries
+        are added by :meth:`append_entries`, once the conf files are merged)."""
         job: dict[str, Any] = {}
         for p in self.params:
             if p.flag and hasattr(args, p.dest):
                 _set(job, p.key, getattr(args, p.dest))
         return {"job": job}
+
+    def append_entries(self, job: dict[str, Any], args: argparse.Namespace) -> None:
+        """Appends the entries of the append flags given to their lists in ``job`` (the merged
+        job section), after the conf files' entries, in the order the flags were given. A
+        target the conf leaves null starts empty; one that is not a list is left for
+        :meth:`validate` to name."""
+        for target, entry in getattr(args, APPENDED, None) or []:
+            *parents, leaf = target.split(".")
+            node = job
+            for part in parents:
+                node = node.setdefault(part, {})
+            current = node.get(leaf)
+            if current is None:
+                current = []
+            if isinstance(current, list):
+                node[leaf] = [*current, entry]
 
     # -- docs ----------------------------------------------------------------------------------
     def markdown_table(self) -> str:
@@ -415,6 +519,10 @@ class JobSchema:
             flag = f"`{p.flag}`" if p.flag else ""
             meaning = _describe(p).replace("|", "\\|")
             rows.append(f"| `{p.key}` | {flag} | {_show(p.default)} | {meaning} |")
+            for a in self.append_flags:
+                if a.target == p.key:
+                    meaning = _append_meaning(a).replace("|", "\\|")
+                    rows.append(f"| `{p.key}` | `{a.flag} {a.metavar}` |  | {meaning} |")
         return "\n".join(rows)
 
 
@@ -483,6 +591,15 @@ def _flag_help(p: Param) -> str:
     text = f"{text} [conf: {p.key}, default: {_show(p.default).strip('`')}]" if p.in_conf \
         else text
     return text.replace("%", "%%")  # argparse formats help with %
+
+
+def _append_meaning(a: AppendFlag) -> str:
+    return f"appends to {a.target}: {a.help}" if a.help else f"appends to {a.target}"
+
+
+def _append_help(a: AppendFlag) -> str:
+    text = f"{_append_meaning(a)} [repeatable: after the conf's {a.target}, in the order given]"
+    return text.replace("%", "%%")
 
 
 def _metavar(p: Param) -> str:

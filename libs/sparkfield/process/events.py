@@ -121,3 +121,17 @@ def with_classifier(events: DataFrame, classifier: str) -> DataFrame:
             F.col(LIFECYCLE).isNotNull(), F.concat_ws("+", ACTIVITY, LIFECYCLE)
         ).otherwise(F.col(ACTIVITY)))
     raise ValueError(f"unknown classifier {classifier!r} (name, name+lifecycle)")
+
+
+EVENT_ORDER = "__event_order"  # the tie-break of equal timestamps as one column
+_ROW_BITS = 50
+
+
+def with_event_order(events: DataFrame) -> DataFrame:
+    """Canonical ``events`` with :data:`EVENT_ORDER`: ``src_order`` then ``row_order`` as one
+    long, the ``order`` column the functions of :mod:`~sparkfield.process.filters` and
+    :mod:`~sparkfield.process.statistics` take, so they order equal timestamps as the views
+    do. Exact while a row order is below 2**50 (Spark's row ids hold the partition above bit
+    33: up to 131,072 partitions a source) and a mapping has fewer than 8,192 activities."""
+    return events.withColumn(EVENT_ORDER, F.col(SRC_ORDER).cast("long") * F.lit(1 << _ROW_BITS)
+                             + F.col(ROW_ORDER))

@@ -13,7 +13,7 @@ filters also run over Spark Connect.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime
 
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
@@ -211,34 +211,27 @@ def filter_case_size(df: DataFrame, min_size: int, max_size: int | None = None,
     return ev.rows_where(keep)
 
 
-def _endpoint_filter(df: DataFrame, activities: Iterable[str], retain: bool, which: str,
-                     case: str, activity: str, timestamp: str, order: str | None,
-                     timezone: str) -> DataFrame:
-    names = _names(activities, "activities")
-    ev = _Events(df, case, activity, timestamp, order, timezone)
-    pick = F.first if which == "start" else F.last
-    endpoint = pick(F.col(_ACT)).over(ev.whole).isin(names)
-    return ev.rows_where(endpoint if retain else ~endpoint)
+def _endpoint_filter(which: str) -> Callable[..., DataFrame]:
+    """``filter_start_activities`` (``which`` "start") or ``filter_end_activities`` ("end"):
+    one filter on the activity at either end of each case."""
+    pick, position = (F.first, "first") if which == "start" else (F.last, "last")
+
+    def endpoint_filter(df: DataFrame, activities: Iterable[str], retain: bool = True,
+                        case: str = CASE, activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
+                        order: str | None = None, timezone: str = "UTC") -> DataFrame:
+        names = _names(activities, "activities")
+        ev = _Events(df, case, activity, timestamp, order, timezone)
+        endpoint = pick(F.col(_ACT)).over(ev.whole).isin(names)
+        return ev.rows_where(endpoint if retain else ~endpoint)
+
+    endpoint_filter.__name__ = endpoint_filter.__qualname__ = f"filter_{which}_activities"
+    endpoint_filter.__doc__ = (f"The cases whose {position} activity is one of ``activities`` "
+                               "(``retain=False``: the others).")
+    return endpoint_filter
 
 
-def filter_start_activities(df: DataFrame, activities: Iterable[str], retain: bool = True,
-                            case: str = CASE, activity: str = ACTIVITY,
-                            timestamp: str = TIMESTAMP, order: str | None = None,
-                            timezone: str = "UTC") -> DataFrame:
-    """The cases whose first activity is one of ``activities`` (``retain=False``: the
-    others)."""
-    return _endpoint_filter(df, activities, retain, "start", case, activity, timestamp, order,
-                            timezone)
-
-
-def filter_end_activities(df: DataFrame, activities: Iterable[str], retain: bool = True,
-                          case: str = CASE, activity: str = ACTIVITY,
-                          timestamp: str = TIMESTAMP, order: str | None = None,
-                          timezone: str = "UTC") -> DataFrame:
-    """The cases whose last activity is one of ``activities`` (``retain=False``: the
-    others)."""
-    return _endpoint_filter(df, activities, retain, "end", case, activity, timestamp, order,
-                            timezone)
+filter_start_activities = _endpoint_filter("start")
+filter_end_activities = _endpoint_filter("end")
 
 
 def filter_event_attribute_values(df: DataFrame, attribute: str, values: Iterable[object],

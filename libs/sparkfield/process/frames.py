@@ -113,7 +113,8 @@ def event_log_from_frames(frames: AnyMapping[str, DataFrame], mapping: MappingSp
     """The classic event log of ``mapping`` (the form of conf/event_logs/olist_orders.yaml,
     as a dict, YAML text or a ``pathlib.Path``) over ``frames`` (DataFrames by source name;
     ``sources`` may be left out of the mapping). Events, rejects and views as the event_log
-    job computes them; ``sample`` keeps whole cases (a hash of the case id and ``seed``).
+    job computes them, after the mapping's ``filters``; ``sample`` keeps whole cases (a hash
+    of the case id and ``seed``).
 
     Raises :class:`MappingError` naming the place (a source without a frame, an unknown
     column, ...) before any data is read, and ``InputError`` when no row is a usable event."""
@@ -128,7 +129,8 @@ def event_log_from_frames(frames: AnyMapping[str, DataFrame], mapping: MappingSp
     classified, source, labels = classify_extracted(extracted, parsed, p.dedupe)
     stack = ExitStack()
     with _released_on_error(stack):
-        c = compute(classified, source, labels, p, stack, INPUT_NAME)
+        c = compute(classified, source, labels, p, stack, INPUT_NAME,
+                    log_filters=parsed.filters, timezone=parsed.timezone)
     stats.merge(c.stats)
     return EventLog(events=c.events, rejects=c.rejects, views=c.views, small=c.small,
                     stats=stats, _stack=stack)

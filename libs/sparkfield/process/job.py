@@ -7,6 +7,7 @@ object-centric one in :mod:`sparkfield.process.ocel.job`."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from sparkfield.process.events import (
 )
 from sparkfield.process.extract import Extracted, extract
 from sparkfield.process.log_conformance import Conformance, check_conformance, load_model
-from sparkfield.process.log_filters import apply_filters, plan_filters
+from sparkfield.process.log_filters import FilterCall, apply_filters, plan_filters
 from sparkfield.process.log_statistics import LogStatistics, log_statistics, png
 from sparkfield.process.logs import read_log
 from sparkfield.process.mapping import Mapping, load_mapping
@@ -47,6 +48,7 @@ from sparkfield.process.params import (
     PROCESS_MINING,
     EventDates,
     event_dates,
+    refuse_filters,
     report_params,
 )
 from sparkfield.process.petri import PetriNet, to_pnml
@@ -82,8 +84,10 @@ def run_event_log(spark: SparkSession, cfg: Config) -> ProcessResult:
     seed = cfg.practices.sample_seed
     report = RunReport("event_log", params=report_params(p, seed))
     if isinstance(mapping, OcelMapping):
+        refuse_filters(p.filters)
         return run_ocel(spark, p, mapping, report, cfg.practices.skew_ratio_threshold)
     return _run_classic(spark, p, mapping, report, cfg)
+
 
 
 def _run_classic(spark: SparkSession, p: Any, mapping: Mapping, report: RunReport,
@@ -93,7 +97,8 @@ def _run_classic(spark: SparkSession, p: Any, mapping: Mapping, report: RunRepor
     note_empty_sources(report, extracted)
     classified, source, labels = classify_extracted(extracted, mapping, p.dedupe)
     return _finish(spark, p, classified, source, report, labels,
-                   cfg.practices.skew_ratio_threshold, p.mapping)
+                   cfg.practices.skew_ratio_threshold, p.mapping, mapping.filters,
+                   mapping.timezone)
 
 
 def note_empty_sources(stats: Stats, extracted: Extracted) -> None:
@@ -142,7 +147,7 @@ def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
                            p.sample, seed)
     classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
     return _finish(spark, p, classified, F.lit("log"), report, {0: "log"},
-                   cfg.practices.skew_ratio_threshold, p.log)
+                   cfg.practices.skew_ratio_threshold, p.log, timezone=p.timezone)
 
 
 @dataclass
@@ -162,11 +167,13 @@ class ProcessComputed:
 
 def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
             stack: ExitStack, input_name: str | None = None,
-            given_model: PetriNet | None = None) -> ProcessComputed:
+            given_model: PetriNet | None = None, log_filters: Sequence[FilterCall] = (),
+            timezone: str = "UTC") -> ProcessComputed:
     """Classified rows in (``src_order`` names the source in ``labels``, ``source`` is the
     rejects' source column) with the job's parsed parameters ``p``; the good events, their
-    views, the rejects and what was counted out. Writes nothing; raises InputError when no
-    row is a usable event."""
+    views, the rejects and what was counted out. ``log_filters`` (a mapping's) run before the
+    job's ``filters``; ``timezone`` is the log's (naive times in the filters' arguments, the
+    statistics' periods). Writes nothing; raises InputError when no row is a usable event."""
     stats = Stats()
     rows = stack.enter_context(cached(classified, "classified_rows", report=stats))
     with stats.step("validate"):
@@ -176,8 +183,9 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     events = with_classifier(good_events(rows), p.classifier)
     ev, n_events = stack.enter_context(cached_rows(events, "events", report=stats))
     _report_suspicious(stats, ev, p)  # of every good event, before the filters
-    if p.filters:
-        ev = apply_filters(ev, plan_filters(p.filters), stats, stack)
+    calls = [*log_filters, *plan_filters(p.filters)]
+    if calls:
+        ev = apply_filters(ev, calls, stats, stack, timezone)
         n_events = stats.counts["filters"][-1]["events_kept"]
     seqs, n_cases = stack.enter_context(cached_rows(case_sequences(ev), "case_sequences",
                                                     report=stats))
@@ -210,7 +218,7 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if p.statistics:
         with stats.step("statistics"):
             statistics, notes = log_statistics(ev, views.cases, p.statistics_period,
-                                               plausible_dates(p))
+                                               plausible_dates(p), timezone)
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases
@@ -224,13 +232,15 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
 
 def _finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
             report: RunReport, labels: dict[int, str], skew_ratio: float,
-            input_name: str | None) -> ProcessResult:
+            input_name: str | None, log_filters: Sequence[FilterCall] = (),
+            timezone: str = "UTC") -> ProcessResult:
     given = None
     if p.conformance and p.conformance_model:
         with report.step("read_conformance_model"):
             given = load_model(spark, p.conformance_model)
     with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
-        c = compute(classified, source, labels, p, stack, input_name, given)
+        c = compute(classified, source, labels, p, stack, input_name, given, log_filters,
+                    timezone)
         report.merge(c.stats)
         result = ProcessResult(events=c.events, views=c.small, report=report,
                                rejects=report.total_rejects, output=p.output)

@@ -9,13 +9,15 @@ A filter is written as its function's name and keyword arguments::
       - {name: filter_variants_top_k, k: 10}
 
 The column keywords (``case``, ``activity``, ``timestamp``, ``order``, ``timezone``) are the
-job's and cannot be given."""
+job's and cannot be given: naive times (``start``, ``end``) are read in the log's time zone.
+A classic mapping may hold ``filters`` of its own (the same form): they run first, then the
+job's (its conf file's, then those of the ``--filter-*`` flags)."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -27,56 +29,68 @@ from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.practices import cached_rows
 from sparkfield.core.report import Stats
 from sparkfield.process import filters as _filters
-from sparkfield.process.schema import CASE, ROW_ORDER, SRC_ORDER
+from sparkfield.process.events import EVENT_ORDER, with_event_order
+from sparkfield.process.mapping_common import MappingError
+from sparkfield.process.schema import CASE
 
 FILTERS: dict[str, Callable[..., DataFrame]] = {
     name: getattr(_filters, name) for name in _filters.__all__ if name.startswith("filter_")}
 RESERVED = frozenset({"case", "activity", "timestamp", "order", "timezone"})
-ORDER_COL = "__filter_order"  # the events' order (source, then row) as one column
 
 
 @dataclass(frozen=True)
 class FilterCall:
-    """One checked entry of ``filters``."""
+    """One checked entry of ``filters``: of the job (``source`` "job") or of its mapping
+    ("mapping")."""
 
     position: int
     name: str
     kwargs: dict[str, Any]
+    source: str = "job"
 
     @property
     def label(self) -> str:
-        return f"filters[{self.position}] ({self.name})"
+        prefix = "mapping " if self.source == "mapping" else ""
+        return f"{prefix}filters[{self.position}] ({self.name})"
 
 
-def plan_filters(entries: list[dict[str, Any]]) -> list[FilterCall]:
+def plan_filters(entries: list[dict[str, Any]], mapping: str | None = None
+                 ) -> list[FilterCall]:
     """The ``filters`` entries checked: a known filter, arguments its function takes, none of
-    the job's column keywords. ConfigError names the entry."""
+    the job's column keywords. ConfigError names the entry; for the filters of a mapping
+    (``mapping``: its origin) MappingError names the file and the entry."""
+    where = f"{mapping}: " if mapping is not None else ""
+    error = MappingError if mapping is not None else ConfigError
     calls = []
     for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise error(f"{where}filters[{i}]: expected {{name: <filter>, <argument>: "
+                        f"<value>, ...}}, got {entry!r}")
         name = entry.get("name")
         if not isinstance(name, str) or name not in FILTERS:
             near = difflib.get_close_matches(str(name), FILTERS, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ConfigError(f"filters[{i}]: unknown filter {name!r}{hint}; filters: "
-                              f"{', '.join(sorted(FILTERS))}")
-        kwargs = {k: v for k, v in entry.items() if k != "name"}
+            raise error(f"{where}filters[{i}]: unknown filter {name!r}{hint}; filters: "
+                        f"{', '.join(sorted(FILTERS))}")
+        label = f"{where}filters[{i}] ({name})"
+        kwargs = {str(k): v for k, v in entry.items() if k != "name"}
         taken = sorted(RESERVED & set(kwargs))
         if taken:
-            raise ConfigError(f"filters[{i}] ({name}): {', '.join(taken)} are the job's "
-                              "columns and cannot be set here")
+            raise error(f"{label}: {', '.join(taken)} are the job's columns and cannot be "
+                        "set here")
         signature = inspect.signature(FILTERS[name])
         takes = [a for a in list(signature.parameters)[1:] if a not in RESERVED]
         for arg in kwargs:
             if arg not in takes:
                 near = difflib.get_close_matches(arg, takes, n=1)
                 hint = f" (did you mean {near[0]!r}?)" if near else ""
-                raise ConfigError(f"filters[{i}] ({name}): unknown argument {arg!r}{hint}; "
-                                  f"it takes {', '.join(takes)}")
+                raise error(f"{label}: unknown argument {arg!r}{hint}; it takes "
+                            f"{', '.join(takes)}")
         try:
             signature.bind(None, **kwargs)
         except TypeError as exc:
-            raise ConfigError(f"filters[{i}] ({name}): {exc}") from None
-        calls.append(FilterCall(i, name, kwargs))
+            raise error(f"{label}: {exc}") from None
+        calls.append(FilterCall(i, name, kwargs, "job" if mapping is None else "mapping"))
     return calls
 
 
@@ -86,30 +100,31 @@ def _size(events: DataFrame) -> tuple[int, int]:
     return int(row["cases"]), int(row["events"])
 
 
-def apply_filters(events: DataFrame, calls: list[FilterCall], stats: Stats,
-                  stack: ExitStack) -> DataFrame:
-    """``events`` (the job's canonical events, cached) after each filter in turn. Each result
-    is cached and counted (the run report lists cases and events kept and removed per
-    filter); the last stays cached until ``stack`` closes, the ones before are released.
-    InputError when no event is left."""
+def apply_filters(events: DataFrame, calls: Sequence[FilterCall], stats: Stats,
+                  stack: ExitStack, timezone: str = "UTC") -> DataFrame:
+    """``events`` (the job's canonical events, cached) after each filter in turn, naive times
+    in the filters' arguments read in ``timezone`` (the log's). Each result is cached and
+    counted (the run report lists cases and events kept and removed per filter); the last
+    stays cached until ``stack`` closes, the ones before are released. InputError when no
+    event is left."""
     if not calls:
         return events
     with stats.step("count_before_filters"):
         cases, n = _size(events)
-    current = events.withColumn(ORDER_COL, F.col(SRC_ORDER).cast("long") * (1 << 40)
-                                + F.col(ROW_ORDER))
+    current = with_event_order(events)
     table = []
     with ExitStack() as between:
         for k, call in enumerate(calls):
             with stats.step(f"filter {call.name}"):
                 try:
-                    kept = FILTERS[call.name](current, **call.kwargs, order=ORDER_COL)
+                    kept = FILTERS[call.name](current, **call.kwargs, order=EVENT_ORDER,
+                                              timezone=timezone)
                 except ValueError as exc:  # a value the function refuses: the user's to fix
                     raise ConfigError(f"{call.label}: {exc}") from None
                 holder = stack if k == len(calls) - 1 else between
                 current, n_kept = holder.enter_context(cached_rows(kept, f"filtered{k}"))
                 cases_kept = current.select(CASE).distinct().count()
-            table.append({"filter": call.name, "args": call.kwargs,
+            table.append({"filter": call.name, "args": call.kwargs, "source": call.source,
                           "cases_kept": cases_kept, "cases_removed": cases - cases_kept,
                           "events_kept": n_kept, "events_removed": n - n_kept})
             stats.note(f"{call.label}: kept {cases_kept} of {cases} cases, {n_kept} of {n} "
@@ -119,4 +134,4 @@ def apply_filters(events: DataFrame, calls: list[FilterCall], stats: Stats,
     if n == 0:
         raise InputError(f"the filters left no event ({table[-1]['filter']} removed the last "
                          f"{table[-1]['events_removed']}): loosen them")
-    return current.drop(ORDER_COL)
+    return current.drop(EVENT_ORDER)

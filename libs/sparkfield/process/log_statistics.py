@@ -13,12 +13,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.process import statistics as st
-from sparkfield.process.schema import RESOURCE, ROW_ORDER, SRC_ORDER, TIMESTAMP
+from sparkfield.process.events import EVENT_ORDER, with_event_order
+from sparkfield.process.schema import RESOURCE, TIMESTAMP
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-ORDER_COL = "__stats_order"  # the events' order (source, then row) as one column
 DURATION_BINS = 20
 
 
@@ -56,17 +56,18 @@ def png(fig: Figure) -> bytes:
 
 
 def log_statistics(events: DataFrame, cases: DataFrame, period: str,
-                   dated: tuple[str, str]) -> tuple[LogStatistics, list[str]]:
+                   dated: tuple[str, str], timezone: str = "UTC"
+                   ) -> tuple[LogStatistics, list[str]]:
     """The statistics of the job's canonical ``events`` (cached) and its per-case table
-    ``cases`` (case_id, duration_s, ...) per ``period`` (hour, day, week or month), and notes
-    on what the over-time tables leave out. Those count only the events dated within
+    ``cases`` (case_id, duration_s, ...) per ``period`` (hour, day, week or month: wall-clock
+    periods in ``timezone``, the log's), and notes on what the over-time tables leave out.
+    Those count only the events dated within
     ``dated`` (the job's plausible range: a placeholder date such as 0001-01-01 would stretch
     them over centuries), and are left out when they would hold over ``MAX_PERIODS``
     periods."""
-    ordered = events.withColumn(ORDER_COL, F.col(SRC_ORDER).cast("long") * (1 << 40)
-                                + F.col(ROW_ORDER))
-    keys = {"order": ORDER_COL}
-    timed, notes = _over_time(ordered, period, dated)
+    ordered = with_event_order(events)
+    keys = {"order": EVENT_ORDER}
+    timed, notes = _over_time(ordered, period, dated, timezone)
     frames = {
         **timed,
         "case_duration_histogram": st.case_duration_histogram(cases, DURATION_BINS),
@@ -85,7 +86,7 @@ MAX_PERIODS = 20_000  # over-time tables longer than this are left out (a coarse
 _PERIOD_SECONDS = {"hour": 3_600, "day": 86_400, "week": 604_800, "month": 2_629_746}
 
 
-def _over_time(events: DataFrame, period: str, dated: tuple[str, str]
+def _over_time(events: DataFrame, period: str, dated: tuple[str, str], timezone: str
                ) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
     """The two over-time tables of the events dated within ``dated``, or empty ones."""
     ts = F.col(TIMESTAMP)
@@ -105,6 +106,6 @@ def _over_time(events: DataFrame, period: str, dated: tuple[str, str]
                      f"{span['lo']} to {span['hi']}; choose a longer statistics_period")
         return {"events_over_time": pd.DataFrame(columns=["period_start", "events"]),
                 "active_cases_over_time": pd.DataFrame(columns=["period_start", "cases"])}, notes
-    keys = {"order": ORDER_COL}
+    keys = {"order": EVENT_ORDER, "timezone": timezone}
     return {"events_over_time": st.events_over_time(inside, period, **keys),
             "active_cases_over_time": st.active_cases_over_time(inside, period, **keys)}, notes

@@ -1,6 +1,7 @@
 """The extraction mapping (YAML): reading a mapping file, telling its form (classic, or
 object-centric with ``objects``: :mod:`sparkfield.process.ocel.mapping`), and the classic form:
-sources, time zone and one entry per activity, each naming its case.
+sources, time zone, one entry per activity, each naming its case, and optionally ``filters``
+that narrow the extracted log (:mod:`sparkfield.process.log_filters`).
 
 Errors (unknown source, missing field, unknown key, bad time zone, unset variable, bad
 expression, missing credential variable) are raised as :class:`MappingError` naming the
@@ -18,6 +19,7 @@ from typing import Any
 from sparkfield.core.batch import resolve_path
 from sparkfield.core.conf import load_yaml
 from sparkfield.core.io import path_exists, read_text_file
+from sparkfield.process.log_filters import FilterCall, plan_filters
 from sparkfield.process.mapping_common import (
     MappingError,
     Source,
@@ -36,7 +38,7 @@ from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 __all__ = ["Activity", "Mapping", "MappingError", "Source", "frames_mapping", "load_mapping",
            "parse_mapping"]
 
-TOP_KEYS = ("sources", "views", "timezone", "timestamp_bounds", "activities")
+TOP_KEYS = ("sources", "views", "timezone", "timestamp_bounds", "activities", "filters")
 ACTIVITY_KEYS = ("name", "activity", "label", "source", "case_id", "timestamp",
                  "timestamp_format", "resource", "lifecycle", "where", "attributes")
 
@@ -70,6 +72,8 @@ class Mapping:
     min_timestamp: str = "1970-01-01"
     max_timestamp: str = "2100-01-01"
     origin: str = "<inline>"
+    # run on the extracted log before the job's own filters, every view and every export
+    filters: tuple[FilterCall, ...] = ()
 
 
 def load_mapping(path: str | os.PathLike[str], spark: Any = None) -> Mapping | OcelMapping:
@@ -140,7 +144,19 @@ def parse_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inli
     acts = [_activity(i, a, where, tables)
             for i, a, where in activity_entries(doc, origin, ACTIVITY_KEYS)]
     return Mapping(sources=sources, activities=acts, views=views, timezone=timezone,
-                   min_timestamp=min_ts, max_timestamp=max_ts, origin=origin)
+                   min_timestamp=min_ts, max_timestamp=max_ts, origin=origin,
+                   filters=_filters(doc, origin))
+
+
+def _filters(doc: dict, origin: str) -> tuple[FilterCall, ...]:
+    """``filters``: the log filters of the job's conf (the same form), checked here."""
+    raw = doc.get("filters")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise MappingError(f"{origin}: 'filters' must list filters, each {{name: <filter>, "
+                           f"<argument>: <value>, ...}}, got {raw!r}")
+    return tuple(plan_filters(raw, mapping=origin))
 
 
 def _activity(i: int, a: dict, where: str, tables: Tables) -> Activity:
