@@ -30,7 +30,7 @@ XES = ('<?xml version="1.0" encoding="UTF-8"?>\n<log xmlns="http://www.xes-stand
 
 def _mine(capsys, log: Path, out: Path, conf: Path = ROOT / "conf") -> tuple[int, str, dict]:
     code = job_module("process_mining").main(["--conf-dir", str(conf), "--log", str(log),
-                                              "--output", str(out)])
+                                              "--output", str(out), "--exports", "both"])
     err = capsys.readouterr().err
     report = json.loads((out / "run_report.json").read_text()) if code == 0 else {}
     return code, err, report

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +38,7 @@ from sparkfield.process.extract import Extracted, extract
 from sparkfield.process.log_conformance import Conformance, check_conformance, load_model
 from sparkfield.process.log_filters import FilterCall, apply_filters, plan_filters
 from sparkfield.process.log_statistics import LogStatistics, log_statistics, png
-from sparkfield.process.logs import read_log
+from sparkfield.process.logs import log_format, read_log
 from sparkfield.process.mapping import Mapping, load_mapping
 from sparkfield.process.model import DiscoveredModel, discover_model
 from sparkfield.process.ocel.job import run_ocel
@@ -48,6 +48,7 @@ from sparkfield.process.params import (
     PROCESS_MINING,
     EventDates,
     event_dates,
+    export_formats,
     refuse_filters,
     report_params,
 )
@@ -222,8 +223,10 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases
-    with stats.step("count_variants"):
-        stats.counts["variants"] = views.variants.count()
+    # counted here and written later: cached once rather than grouped twice
+    variants, stats.counts["variants"] = stack.enter_context(
+        cached_rows(views.variants, "variants", report=stats))
+    views = replace(views, variants=variants)
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
                            rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
@@ -315,20 +318,22 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
         out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
                           .drop(SRC_ORDER))  # each case's events in event order
     with report.step("write_views"):
-        out.write_single_csv("dfg.csv", views.dfg)
+        for name in ("dfg", "activities", "start_activities", "end_activities"):
+            out.write_csv(f"{name}.csv", small[name])  # collected by compute: not again
         out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",
                                                                      "mean_duration_s"))
-        out.write_single_csv("activities.csv", views.activities)
-        out.write_single_csv("start_activities.csv", views.start_activities)
-        out.write_single_csv("end_activities.csv", views.end_activities)
         out.write_single_csv("cases.csv", views.cases.orderBy(CASE).select(
             CASE, F.date_format("start", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("start"),
             F.date_format("end", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("end"),
             "duration_s", "events", "variant"))
-    with report.step("write_csv_log"):
-        xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
-    with report.step("write_xes"):
-        xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
+    formats = export_formats(p.exports, log_format(p.log) if getattr(p, "log", None)
+                             else None)
+    if "csv" in formats:
+        with report.step("write_csv_log"):
+            xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
+    if "xes" in formats:
+        with report.step("write_xes"):
+            xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
     with report.step("process_map"):
         dot = process_map.to_dot(small["dfg"], small["activities"], small["start_activities"],
                                  small["end_activities"], p.top_k_arcs)

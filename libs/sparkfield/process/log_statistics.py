@@ -66,7 +66,7 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
     them over centuries), and are left out when they would hold over ``MAX_PERIODS``
     periods."""
     ordered = with_event_order(events)
-    keys = {"order": EVENT_ORDER}
+    keys = {"order": EVENT_ORDER, "checked": True}  # validated events
     timed, notes = _over_time(ordered, period, dated, timezone)
     frames = {
         **timed,
@@ -106,6 +106,6 @@ def _over_time(events: DataFrame, period: str, dated: tuple[str, str], timezone:
                      f"{span['lo']} to {span['hi']}; choose a longer statistics_period")
         return {"events_over_time": pd.DataFrame(columns=["period_start", "events"]),
                 "active_cases_over_time": pd.DataFrame(columns=["period_start", "cases"])}, notes
-    keys = {"order": EVENT_ORDER, "timezone": timezone}
+    keys = {"order": EVENT_ORDER, "timezone": timezone, "checked": True}
     return {"events_over_time": st.events_over_time(inside, period, **keys),
             "active_cases_over_time": st.active_cases_over_time(inside, period, **keys)}, notes

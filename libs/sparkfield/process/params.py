@@ -22,6 +22,11 @@ _TOP_K = Param("top_k_arcs", "int", 30, "process map thinned to the most frequen
                "keeps all", flag="--top-k-arcs", ge=1, nullable=True)
 _RENDER = Param("render_map", "bool", True, "render process_map.svg with Graphviz dot (when "
                 "dot is missing, process_map.dot is kept and the run report says so)")
+_EXPORTS = Param("exports", "str", "auto", "the event log re-written as event_log.csv.gz "
+                 "and/or event_log.xes.gz: auto writes the formats the input is not in (an XES "
+                 "log gets the CSV, a CSV log the XES, Parquet and extractions both); both, "
+                 "csv, xes or none", flag="--exports",
+                 choices=("auto", "both", "csv", "xes", "none"))
 _STATISTICS = Param("statistics", "bool", True, "write statistics/: events and active cases "
                     "over time, case durations, activity and resource frequencies, resource x "
                     "activity, handover of work (CSV and PNG)", flag="--statistics")
@@ -192,6 +197,14 @@ def check_mapping(job: dict[str, Any], cfg: Any) -> None:
             refuse_filters(job.get("filters"))
 
 
+def export_formats(exports: str, input_format: str | None) -> tuple[str, ...]:
+    """The formats (``csv``, ``xes``) the event log is written in for the ``exports`` value;
+    ``input_format`` is the log's (``xes``, ``csv``, ``parquet``; None: an extraction)."""
+    if exports == "auto":
+        return tuple(f for f in ("csv", "xes") if f != input_format)
+    return {"both": ("csv", "xes"), "none": ()}.get(exports, (exports,))
+
+
 def refuse_filters(filters: list[dict[str, Any]] | None) -> None:
     """Filters narrow a classic log (cases of events); an object-centric log has no cases,
     so filters given for it are an error rather than left unused."""
@@ -207,6 +220,7 @@ EVENT_LOG = JobSchema("event_log", [
           "events go to rejects"),
     _TOP_K,
     _RENDER,
+    _EXPORTS,
     _FILTERS,
     _STATISTICS,
     _PERIOD,
@@ -243,6 +257,7 @@ PROCESS_MINING = JobSchema("process_mining", [
           "null: the time of the run"),
     _TOP_K,
     _RENDER,
+    _EXPORTS,
     _FILTERS,
     _STATISTICS,
     _PERIOD,
