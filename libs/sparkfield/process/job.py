@@ -65,6 +65,7 @@ from sparkfield.process.schema import (
     TIMESTAMP,
 )
 from sparkfield.process.views import Views, case_sequences, compute_views
+from sparkfield.process.views import variants as view_variants
 from sparkfield.process.xes_split import needs_one_range
 
 __all__ = ["ProcessComputed", "ProcessResult", "classify_extracted", "compute",
@@ -198,6 +199,10 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
             "start_activities": views.start_activities.toPandas(),
             "end_activities": views.end_activities.toPandas(),
         }
+    # the per-case table feeds the variants, the duration statistics and cases.csv: made
+    # from the sequences once, not once for each
+    case_table = stack.enter_context(cached(views.cases, "cases", report=stats))
+    views = replace(views, cases=case_table, variants=view_variants(case_table, n_cases))
     model = None
     if p.model:
         with stats.step("discover_model"):
@@ -223,10 +228,8 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases
-    # counted here and written later: cached once rather than grouped twice
-    variants, stats.counts["variants"] = stack.enter_context(
-        cached_rows(views.variants, "variants", report=stats))
-    views = replace(views, variants=variants)
+    with stats.step("count_variants"):
+        stats.counts["variants"] = views.variants.count()
     stats.outputs["events"] = n_events
     return ProcessComputed(events=ev, views=views, small=small,
                            rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
