@@ -226,6 +226,12 @@ def test_events_and_active_cases_over_time_equal_pandas(log, freq, tz):
     assert got[2] == want[2]
     assert sum(got[1]) == len(pdf)
     assert 0 in got[1] or freq != "day"  # quiet days are listed with zero events
+    # the same active cases from a per-case table of first and last event times
+    table = sp.case_duration_distribution(df, **KEYS).cases
+    from_table = sp.active_cases_from_cases(table, freq, timezone=tz).select(
+        F.unix_micros("period_start").alias("t"), "cases").collect()
+    assert ([r["t"] for r in from_table], [r["cases"] for r in from_table]) == \
+        (want[0], want[2])
 
 
 def test_hours_over_time_equal_pandas(spark, fixtures_dir):

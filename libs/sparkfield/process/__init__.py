@@ -43,6 +43,7 @@ from sparkfield.process.petri import PetriNet, from_process_tree, read_pnml, wri
 from sparkfield.process.result import ProcessResult
 from sparkfield.process.statistics import (
     CaseDurationDistribution,
+    active_cases_from_cases,
     active_cases_over_time,
     activities_figure,
     activity_frequencies,
@@ -60,7 +61,8 @@ from sparkfield.process.statistics import (
 )
 
 __all__ = ["CaseDurationDistribution", "EventLog", "MappingError", "OcelLog", "PetriNet",
-           "ProcessResult", "ProcessTree", "active_cases_over_time", "activities",
+           "ProcessResult", "ProcessTree", "active_cases_from_cases", "active_cases_over_time",
+           "activities",
            "activities_figure", "activity_frequencies", "all_views", "case_duration_distribution",
            "case_duration_figure", "case_duration_histogram", "case_duration_summary",
            "case_durations", "discover_dfg", "discover_process_tree", "end_activities",

@@ -59,15 +59,14 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
                    dated: tuple[str, str], timezone: str = "UTC"
                    ) -> tuple[LogStatistics, list[str]]:
     """The statistics of the job's canonical ``events`` (cached) and its per-case table
-    ``cases`` (case_id, duration_s, ...) per ``period`` (hour, day, week or month: wall-clock
-    periods in ``timezone``, the log's), and notes on what the over-time tables leave out.
-    Those count only the events dated within
-    ``dated`` (the job's plausible range: a placeholder date such as 0001-01-01 would stretch
-    them over centuries), and are left out when they would hold over ``MAX_PERIODS``
-    periods."""
+    ``cases`` (case_id, start, end, duration_s, ...) per ``period`` (hour, day, week or month:
+    wall-clock periods in ``timezone``, the log's), and notes on what the over-time tables
+    leave out. Those count only the events dated within ``dated`` (the job's plausible range:
+    a placeholder date such as 0001-01-01 would stretch them over centuries), and are left
+    out when they would hold over ``MAX_PERIODS`` periods."""
     ordered = with_event_order(events)
     keys = {"order": EVENT_ORDER, "checked": True}  # validated events
-    timed, notes = _over_time(ordered, period, dated, timezone)
+    timed, notes = _over_time(ordered, cases, period, dated, timezone)
     frames = {
         **timed,
         "case_duration_histogram": st.case_duration_histogram(cases, DURATION_BINS),
@@ -86,9 +85,10 @@ MAX_PERIODS = 20_000  # over-time tables longer than this are left out (a coarse
 _PERIOD_SECONDS = {"hour": 3_600, "day": 86_400, "week": 604_800, "month": 2_629_746}
 
 
-def _over_time(events: DataFrame, period: str, dated: tuple[str, str], timezone: str
-               ) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
-    """The two over-time tables of the events dated within ``dated``, or empty ones."""
+def _over_time(events: DataFrame, cases: DataFrame, period: str, dated: tuple[str, str],
+               timezone: str) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
+    """The two over-time tables of the events dated within ``dated``, or empty ones. When
+    every event is, the active cases come from the per-case table (start, end)."""
     ts = F.col(TIMESTAMP)
     inside = events.where(ts.between(F.to_timestamp(F.lit(dated[0])),
                                      F.to_timestamp(F.lit(dated[1]))))
@@ -107,5 +107,7 @@ def _over_time(events: DataFrame, period: str, dated: tuple[str, str], timezone:
         return {"events_over_time": pd.DataFrame(columns=["period_start", "events"]),
                 "active_cases_over_time": pd.DataFrame(columns=["period_start", "cases"])}, notes
     keys = {"order": EVENT_ORDER, "timezone": timezone, "checked": True}
+    active = (st.active_cases_over_time(inside, period, **keys) if left_out else
+              st.active_cases_from_cases(cases, period, timezone=timezone))
     return {"events_over_time": st.events_over_time(inside, period, **keys),
-            "active_cases_over_time": st.active_cases_over_time(inside, period, **keys)}, notes
+            "active_cases_over_time": active}, notes

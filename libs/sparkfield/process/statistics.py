@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["FREQS", "CaseDurationDistribution", "activities_figure", "activity_frequencies",
-           "active_cases_over_time", "case_duration_distribution", "case_duration_figure",
-           "case_duration_histogram", "case_duration_summary", "events_over_time",
+           "active_cases_from_cases", "active_cases_over_time", "case_duration_distribution",
+           "case_duration_figure", "case_duration_histogram", "case_duration_summary",
+           "events_over_time",
            "handover_of_work", "over_time_figure", "resource_activity_figure",
            "resource_activity_matrix", "resource_frequencies", "resources_figure"]
 
@@ -149,9 +150,18 @@ def active_cases_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
     number of cases plus the number of periods, not cases times periods."""
     _check_freq(freq)
     ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
-    spans = ev.groupBy(CASE).agg(
-        _period_index(F.min(TIMESTAMP), freq, timezone).alias("first"),
-        _period_index(F.max(TIMESTAMP), freq, timezone).alias("last"))
+    spans = ev.groupBy(CASE).agg(F.min(TIMESTAMP).alias("start"),
+                                 F.max(TIMESTAMP).alias("end"))
+    return active_cases_from_cases(spans, freq, timezone=timezone)
+
+
+def active_cases_from_cases(cases: DataFrame, freq: str = "day", start: str = "start",
+                            end: str = "end", timezone: str = "UTC") -> DataFrame:
+    """:func:`active_cases_over_time` from a per-case table with each case's first and last
+    event time (``case_durations``' ``start`` and ``end``): no pass over the events."""
+    _check_freq(freq)
+    spans = cases.select(_period_index(_col(start), freq, timezone).alias("first"),
+                         _period_index(_col(end), freq, timezone).alias("last"))
     deltas = spans.select(F.col("first").alias(_IDX), F.lit(1).alias(_DELTA)).unionByName(
         spans.select((F.col("last") + 1).alias(_IDX), F.lit(-1).alias(_DELTA)))
     per_period = deltas.groupBy(_IDX).agg(F.sum(_DELTA).alias(_DELTA))
