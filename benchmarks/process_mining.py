@@ -16,32 +16,15 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import warnings
 from collections import Counter
 from pathlib import Path
 
-import pandas as pd
 from machine import describe
-from pyspark.sql import functions as F
+from process_logs import BPIC, bpic_events, local_session, scaled, scaled_note, timed
 
-from sparkfield.core.conf import load_config
-from sparkfield.core.session import build_session
-from sparkfield.process.events import classify, good_events
-from sparkfield.process.logs import read_log
-from sparkfield.process.params import PROCESS_MINING
 from sparkfield.process.views import case_sequences, compute_views
 from sparkfield.process.xes import write_xes_gz
-
-ROOT = Path(__file__).resolve().parents[1]
-BPIC = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / \
-    "process_mining/event_logs/pm4py/bpic2012.xes.gz"
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
 
 
 def ours_views(events):
@@ -81,36 +64,18 @@ def main() -> int:
     warnings.simplefilter("ignore")
     import pm4py
 
-    cfg = load_config("process_mining", "local", ROOT / "conf", {"spark": {
-        "master": f"local[{args.cores}]",
-        "conf": {"spark.sql.shuffle.partitions": str(4 * args.cores),
-                 "spark.driver.memory": "8g"}}})
-    spark = build_session(cfg)
-    spark.sparkContext.setLogLevel("WARN")
+    spark = local_session("process_mining", args.cores)
     work = Path(tempfile.mkdtemp(prefix="sparkfield-pm-bench-"))
     try:
-        columns = PROCESS_MINING.parse({}).columns  # the standard XES names
-        base_raw, t_read = timed(lambda: classify(read_log(spark, str(BPIC), columns),
-                                                  "1970-01-01", "2100-01-01", dedupe=False))
-        base = good_events(base_raw).cache()
+        base, t_read = timed(lambda: bpic_events(spark))
+        base = base.cache()
         n0 = base.count()
         pm_log, t_pm_read = timed(lambda: pm4py.read_xes(str(BPIC), show_progress_bar=False))
         print(f"read bpic2012: ours {t_read:.1f}+s (driver parse), pm4py {t_pm_read:.1f} s; "
               f"{n0:,} events")
         logs = [("bpic2012", base, pm_log)]
-        copies = spark.range(args.copies).withColumnRenamed("id", "copy")
-        big = (base.crossJoin(copies).withColumn(
-            "case_id", F.concat_ws("#", "case_id", F.col("copy").cast("string")))
-            .drop("copy").repartition(4 * args.cores, "case_id").cache())
-        nb = big.count()
-        parts = []
-        for c in range(args.copies):
-            p = pm_log.copy()
-            p["case:concept:name"] = p["case:concept:name"] + f"#{c}"
-            parts.append(p)
-        pm_big = pd.concat(parts, ignore_index=True)
-        print(f"SCALED LOG: {nb:,} events = bpic2012 x {args.copies}, every case copied under a "
-              "new id '<case>#<copy>' (synthetic scale-up of real traces)")
+        big, pm_big = scaled(base, pm_log, args.copies, spark, args.cores)
+        print(scaled_note(big.count(), args.copies))
         logs.append((f"bpic2012 x{args.copies}", big, pm_big))
         for name, events, pm in logs:
             ours_views(events)  # warm-up

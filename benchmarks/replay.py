@@ -4,8 +4,10 @@
 Log: BPI Challenge 2012 (262,200 events, real) scaled up by copying every case under new ids
 (``<case>#<copy>``; stated in the output). Net: the IMd net of bpic2012 (discovered by
 Sparkfield, handed to pm4py as PNML). Both replay every case; the per-case token counts and the
-log-level fitness are compared for identity. pm4py is AGPL and is used here only as the
-reference.
+log-level fitness are compared for identity. Timed: the replay with its per-case results on the
+driver (ours: ``replay_cases(...).collect()``, after one warm-up run; pm4py: the list of
+``conformance_diagnostics_token_based_replay``), not the comparison of the two. pm4py is AGPL
+and is used here only as the reference.
 
 Usage: python benchmarks/replay.py [--cores 2] [--copies 8]
 """
@@ -17,45 +19,48 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 import pandas as pd
 from machine import describe
-from pyspark.sql import functions as F
+from process_logs import (
+    BPIC,
+    PM4PY_CASE,
+    bpic_events,
+    local_session,
+    scaled,
+    scaled_note,
+    timed,
+)
 
-from sparkfield.core.conf import load_config
-from sparkfield.core.session import build_session
-from sparkfield.process.events import classify, good_events
 from sparkfield.process.inductive import discover_process_tree
-from sparkfield.process.logs import read_log
-from sparkfield.process.params import PROCESS_MINING
 from sparkfield.process.petri import from_process_tree, write_pnml
 from sparkfield.process.replay import log_fitness, replay_cases
 
-ROOT = Path(__file__).resolve().parents[1]
-BPIC = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / \
-    "process_mining/event_logs/pm4py/bpic2012.xes.gz"
 COUNTS = ("missing", "remaining", "produced", "consumed")
 
 
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+def ours(events, net) -> list:
+    """Every case replayed on the executors, the per-case rows collected (what is timed)."""
+    return replay_cases(events, net, order="row_order").collect()
 
 
-def ours(events, net) -> dict[str, tuple]:
-    rows = replay_cases(events, net, order="row_order").collect()
-    return {r.case_id: (r.is_fit, *(r[c] for c in COUNTS), r.fitness) for r in rows}
+def ours_by_case(rows) -> dict[str, tuple]:
+    """case_id -> (is_fit, missing, remaining, produced, consumed, fitness)."""
+    return {d["case_id"]: (d["is_fit"], *(d[c] for c in COUNTS), d["fitness"])
+            for d in (r.asDict() for r in rows)}
 
 
-def reference(pm_log: pd.DataFrame, pm_net) -> dict[str, tuple]:
+def reference(pm_log: pd.DataFrame, pm_net) -> list[dict]:
+    """pm4py's replay of every case: its list of per-case diagnostics (what is timed)."""
     import pm4py
 
-    diagnostics = pm4py.conformance_diagnostics_token_based_replay(pm_log, *pm_net)
-    cases = pm_log.groupby("case:concept:name").size().index  # pm4py's order of the cases
+    return pm4py.conformance_diagnostics_token_based_replay(pm_log, *pm_net)
+
+
+def reference_by_case(pm_log: pd.DataFrame, diagnostics: list[dict]) -> dict[str, tuple]:
+    cases = pm_log.groupby(PM4PY_CASE).size().index  # pm4py's order of the cases
     return {str(c): (d["trace_is_fit"], d["missing_tokens"], d["remaining_tokens"],
                      d["produced_tokens"], d["consumed_tokens"], d["trace_fitness"])
             for c, d in zip(cases, diagnostics, strict=True)}
@@ -67,20 +72,6 @@ def agreement(mine: dict[str, tuple], ref: dict[str, tuple]) -> str:
     return f"{same:,} of {len(ref):,} cases identical (ours has {len(mine):,})"
 
 
-def scaled(base, pm_log: pd.DataFrame, copies: int, spark, cores: int):
-    """The log with every case copied ``copies`` times under ``<case>#<copy>``, both sides."""
-    ids = spark.range(copies).withColumnRenamed("id", "copy")
-    big = (base.crossJoin(ids).withColumn(
-        "case_id", F.concat_ws("#", "case_id", F.col("copy").cast("string")))
-        .drop("copy").repartition(4 * cores, "case_id").cache())
-    parts = []
-    for c in range(copies):
-        part = pm_log.copy()
-        part["case:concept:name"] = part["case:concept:name"] + f"#{c}"
-        parts.append(part)
-    return big, pd.concat(parts, ignore_index=True)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cores", type=int, default=2)
@@ -90,17 +81,10 @@ def main() -> int:
     warnings.simplefilter("ignore")
     import pm4py
 
-    cfg = load_config("replay", "local", ROOT / "conf", {"spark": {
-        "master": f"local[{args.cores}]",
-        "conf": {"spark.sql.shuffle.partitions": str(4 * args.cores),
-                 "spark.driver.memory": "8g"}}})
-    spark = build_session(cfg)
-    spark.sparkContext.setLogLevel("WARN")
+    spark = local_session("replay", args.cores)
     work = Path(tempfile.mkdtemp(prefix="sparkfield-replay-bench-"))
     try:
-        columns = PROCESS_MINING.parse({}).columns
-        base = good_events(classify(read_log(spark, str(BPIC), columns),
-                                    "1970-01-01", "2100-01-01", dedupe=False)).cache()
+        base = bpic_events(spark).cache()
         pm_log = pm4py.read_xes(str(BPIC), show_progress_bar=False)
         net, t_disc = timed(lambda: from_process_tree(
             discover_process_tree(base, order="row_order"), "bpic2012_imd"))
@@ -110,15 +94,14 @@ def main() -> int:
         print(f"net: IMd of bpic2012 ({len(net.places)} places, {len(net.transitions)} "
               f"transitions, {silent} silent), read and discovered in {t_disc:.1f} s")
         big, pm_big = scaled(base, pm_log, args.copies, spark, args.cores)
-        n = big.count()
-        print(f"SCALED LOG: {n:,} events = bpic2012 x {args.copies}, every case copied under a "
-              "new id '<case>#<copy>' (synthetic scale-up of real traces)", flush=True)
+        print(scaled_note(big.count(), args.copies), flush=True)
         ours(big, net)  # warm-up: Python workers started, the scaled log cached
         mine, t_ours = timed(lambda: ours(big, net))
         ref, t_ref = timed(lambda: reference(pm_big, pm_net))
         print(f"[bpic2012 x{args.copies}] token replay: ours {t_ours:.1f} s "
               f"(local[{args.cores}]), pm4py {t_ref:.1f} s -> {t_ref / t_ours:.2f}x")
-        print(f"[bpic2012 x{args.copies}] {agreement(mine, ref)}")
+        print(f"[bpic2012 x{args.copies}] "
+              f"{agreement(ours_by_case(mine), reference_by_case(pm_big, ref))}")
         got = log_fitness(replay_cases(big, net, order="row_order"))
         want = pm4py.fitness_token_based_replay(pm_big, *pm_net)
         print(f"[bpic2012 x{args.copies}] log fitness: ours {got['log_fitness']:.6f}, pm4py "

@@ -17,7 +17,6 @@ import argparse
 import gzip
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -27,30 +26,7 @@ import time
 from pathlib import Path
 
 from machine import describe
-
-ROOT = Path(__file__).resolve().parents[1]
-BPIC = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / \
-    "process_mining/event_logs/pm4py/bpic2012.xes.gz"
-_TRACE_NAME = re.compile(rb'(key="concept:name"\s+value=")([^"]*)(")')
-
-
-def scaled_log(copies: int, target: Path) -> None:
-    """bpic2012 with every trace repeated ``copies`` times, the trace name suffixed ``#k``."""
-    text = gzip.decompress(BPIC.read_bytes())
-    first = text.index(b"<trace")
-    end = text.rindex(b"</log>")
-    head, body, tail = text[:first], text[first:end], text[end:]
-    traces = [b"<trace" + t for t in body.split(b"<trace")[1:]]
-    with open(target, "wb") as out:
-        out.write(head)
-        for k in range(copies):
-            suffix = f"#{k}".encode()
-            for t in traces:
-                cut = t.index(b"<event") if b"<event" in t else len(t)
-                name = _TRACE_NAME.sub(lambda m, s=suffix: m.group(1) + m.group(2) + s
-                                       + m.group(3), t[:cut], count=1)
-                out.write(name + t[cut:])
-        out.write(tail)
+from process_logs import ROOT, scaled_xes
 
 
 def _jvm_peak_mib(spark) -> float:
@@ -112,7 +88,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="sparkfield-xes-bench-"))
     try:
         plain = work / f"bpic2012_x{args.copies}.xes"
-        scaled_log(args.copies, plain)
+        scaled_xes(args.copies, plain)
         packed = work / f"bpic2012_x{args.copies}.xes.gz"
         with open(plain, "rb") as src, gzip.open(packed, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)

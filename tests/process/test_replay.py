@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from sparkfield.process import petri
+from sparkfield.process import replay as replay_module
 from sparkfield.process.inductive import Dfg, discover_process_tree, inductive_miner_dfg
 from sparkfield.process.petri import Arc, PetriNet, Transition
 from sparkfield.process.replay import (
     TokenReplayer,
     log_fitness,
     non_fitting_variants,
+    replay_case_table,
     replay_cases,
     replay_trace,
     replay_variants,
@@ -210,6 +212,22 @@ def test_hand_made_nets_equal_pm4py(make, tmp_path):
     assert_same(got, pm4py_diagnostics(log, make(), tmp_path))
 
 
+def test_a_full_table_of_markings_starts_again(fixture_logs, tmp_path, monkeypatch):
+    """A replayer that may remember only two markings forgets them and learns again: every
+    trace replays as with an unbounded table, and counts() gives replay()'s figures."""
+    log = fixture_logs["roadtraffic_1t_per_variant.xes.gz"]
+    net = pm4py_inductive_net(log, tmp_path, 10)
+    traces = list(traces_by_case(log).values())
+    unbounded = TokenReplayer(net)
+    want = [unbounded.replay(t) for t in traces]
+    assert len(unbounded._markings) > 2
+    monkeypatch.setattr(replay_module, "MAX_STATES", 2)
+    bounded = TokenReplayer(net)
+    assert [bounded.replay(t) for t in traces] == want
+    assert [bounded.counts(t) for t in traces] == [
+        (r.fitness, r.is_fit, r.missing, r.remaining, r.produced, r.consumed) for r in want]
+
+
 def test_net_is_validated():
     bad = net_of(["source", "sink"], {"t": "a"}, [("source", "t"), ("t", "nowhere")])
     with pytest.raises(ValueError, match="must join a place and a transition"):
@@ -334,3 +352,17 @@ def test_spark_shared_logs(spark, shared_data, tmp_path, name):
     log = shared_log(shared_data, name)
     check_spark(spark, log, imd_net(log), tmp_path)
     check_spark(spark, log, pm4py_inductive_net(log, tmp_path, 3), tmp_path)
+
+
+def test_spark_case_table_with_a_variant_in_several_partitions(spark, monkeypatch):
+    """One partition per group of ids: each variant's cases come in several rows, replayed in
+    several tasks, and every case still gets one row with its variant's figures."""
+    monkeypatch.setattr(replay_module, "CASE_PARTITIONS_PER_ROW", 1)
+    traces = [["a"], ["b"], ["a", "b"], ["b", "a"], ["a", "a"], ["x", "a"], ["b", "b", "a"]]
+    rows = [(f"c{i}-{k}", t) for i, t in enumerate(traces) for k in range(4)]
+    case_variants = spark.createDataFrame(rows, "case_id string, variant array<string>")
+    replayed = replay_case_table(case_variants.repartition(4), skip_net())
+    assert replayed.columns == ["case_id", "fitness", "is_fit", *COUNTS]
+    replayer = TokenReplayer(skip_net())
+    assert {r[0]: tuple(r[1:]) for r in replayed.collect()} == {
+        case: replayer.counts(trace) for case, trace in rows}

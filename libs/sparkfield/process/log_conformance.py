@@ -1,6 +1,7 @@
 """Conformance of the event_log and process_mining jobs' log: token-based replay of every case
 against a Petri net (the model the job discovered, or one the user gives as PNML), on the
-executors, one replay per distinct variant."""
+executors: each distinct variant is replayed, and the per-case results are its results spread
+over the case ids its rows carry (no join)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from sparkfield.core.io import read_bytes
 from sparkfield.core.practices import cached
 from sparkfield.process.petri import PetriNet, PnmlError, read_pnml
 from sparkfield.process.replay import (
-    COUNTS,
     log_fitness,
     non_fitting_variants,
+    replay_case_table,
     replay_case_variants,
 )
 from sparkfield.process.schema import CASE
@@ -52,7 +53,6 @@ def check_conformance(seqs: DataFrame, net: PetriNet, stack: ExitStack) -> Confo
     case_variants = seqs.select(CASE, F.col("seq.a").alias("variant"))
     variants = stack.enter_context(cached(replay_case_variants(case_variants, net),
                                           "replayed_variants"))
-    cases = case_variants.join(variants.drop("cases"), "variant").select(
-        CASE, "fitness", "is_fit", *COUNTS)
     bad = non_fitting_variants(variants).withColumn("variant", F.to_json("variant"))
-    return Conformance(cases=cases, non_fitting=bad.toPandas(), figures=log_fitness(variants))
+    return Conformance(cases=replay_case_table(case_variants, net), non_fitting=bad.toPandas(),
+                       figures=log_fitness(variants))

@@ -18,9 +18,16 @@ the iteration order of Python sets (several enabled transitions with the same la
 paths of equal length between the same places), the order of the net's transitions and arcs
 decides here.
 
-On Spark, cases are grouped by variant first: one replay per distinct sequence of activities
-(in ``mapInPandas``), joined back to the cases. The net is small and travels inside the
-function.
+Each event's outcome depends only on the marking it meets, so a :class:`TokenReplayer` learns
+the replay as a state machine while it replays: a marking it has met gets a number, and what an
+activity does there (the marking it leads to, the tokens it creates, consumes and produces) is
+worked out once and looked up afterwards, as is the walk to the final marking from a marking.
+The table is bounded (:data:`MAX_STATES`); when it is full it starts again.
+
+On Spark, each case's activities are gathered in event order, the cases are grouped by
+variant, and each distinct variant is replayed in ``mapInArrow`` (the net is small and travels
+inside the function). Per case, a variant's row carries its case ids, which are exploded back
+to one row per case after the replay: the cases are aggregated once and never joined.
 """
 
 from __future__ import annotations
@@ -29,27 +36,37 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-import pandas as pd
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.workers import in_worker
-from sparkfield.process import views as _views
 from sparkfield.process.discover import event_frame
 from sparkfield.process.petri import PetriNet
-from sparkfield.process.schema import ACTIVITY, CASE, TIMESTAMP
+from sparkfield.process.schema import ACTIVITY, CASE, ORDER, TIMESTAMP
 
 __all__ = ["TokenReplayer", "TraceReplay", "log_fitness", "non_fitting_variants",
-           "replay_cases", "replay_trace", "replay_variants"]
+           "replay_case_table", "replay_case_variants", "replay_cases", "replay_trace",
+           "replay_variants"]
 
 # pm4py's limits: silent paths of at most 51 transitions, two levels of recursive enabling,
 # five rounds of walking towards the final marking (twice: by all final places, by the sink)
 MAX_SILENT_PATH = 51
 MAX_ENABLE_DEPTH = 2
 FINAL_ROUNDS = 5
+# markings a replayer remembers (with what each activity does there) before it starts again
+MAX_STATES = 50_000
 
 Marking = dict[str, int]
+# what an activity does in a marking: the next state, tokens created, consumed and produced,
+# the transitions fired
+Step = tuple[int, int, int, int, tuple[int, ...]]
+# the walk to the final marking from a state: missing final tokens, remaining tokens, tokens
+# consumed and produced, the transitions fired, the marking reached (its items, in order)
+End = tuple[int, int, int, int, tuple[int, ...], tuple[tuple[str, int], ...]]
 
 
 @dataclass(frozen=True)
@@ -68,7 +85,12 @@ class TraceReplay:
 
 class TokenReplayer:
     """A net prepared once for replaying many traces: presets and postsets as tuples, the
-    transitions per label and the shortest silent paths between every pair of places."""
+    transitions per label, the shortest silent paths between every pair of places, and the
+    markings met so far with what each activity does there.
+
+    A marking is a state as the ordered items of its dict (the order of places can decide
+    between silent paths of equal length), so a looked-up step is exactly the step the token
+    game would play."""
 
     def __init__(self, net: PetriNet) -> None:
         net.validate()
@@ -83,6 +105,86 @@ class TokenReplayer:
         self.by_label = _transitions_by_label(net)
         self.fallback = _last_by_id(net)
         self.paths = _silent_paths(net, self.post)
+        self.base_consumed = sum(self.final.values())
+        self.base_produced = sum(self.initial.values())
+        self._forget()
+
+    # --- the learnt state machine -----------------------------------------------------------
+
+    def _forget(self) -> None:
+        self._ids: dict[tuple[tuple[str, int], ...], int] = {}
+        self._markings: list[tuple[tuple[str, int], ...]] = []
+        self._steps: list[dict[str, Step]] = []
+        self._ends: list[End | None] = []
+        self._state(tuple(self.initial.items()))  # state 0
+
+    def _state(self, marking: tuple[tuple[str, int], ...]) -> int:
+        s = self._ids.get(marking)
+        if s is None:
+            s = self._ids[marking] = len(self._markings)
+            self._markings.append(marking)
+            self._steps.append({})
+            self._ends.append(None)
+        return s
+
+    def _learn(self, s: int, activity: str) -> Step:
+        """What ``activity`` does in state ``s``, played once and remembered."""
+        if activity not in self.fallback:  # no transition carries it: skipped
+            step: Step = (s, 0, 0, 0, ())
+        else:
+            m = dict(self._markings[s])
+            fired: list[int] = []
+            created = self._event(activity, m, fired)
+            step = (self._state(tuple(m.items())), created,
+                    sum(self.pre_sum[t] for t in fired), sum(self.post_sum[t] for t in fired),
+                    tuple(fired))
+        self._steps[s][activity] = step
+        return step
+
+    def _end(self, s: int) -> End:
+        """The walk towards the final marking from state ``s``, played once and remembered."""
+        end = self._ends[s]
+        if end is None:
+            m = dict(self._markings[s])
+            fired: list[int] = []
+            self._towards_final(m, fired)
+            gap = sum(max(0, n - m.get(p, 0)) for p, n in self.final.items())
+            remaining = sum(max(0, n - self.final[p]) if p in self.final else n
+                            for p, n in m.items())
+            end = self._ends[s] = (gap, remaining, sum(self.pre_sum[t] for t in fired),
+                                   sum(self.post_sum[t] for t in fired), tuple(fired),
+                                   tuple(m.items()))
+        return end
+
+    def _play(self, trace: Iterable[str], fired: list[int] | None
+              ) -> tuple[int, int, int, End]:
+        """Tokens created, consumed and produced by the events of ``trace``, and the walk to
+        the final marking after them; the transitions fired are added to ``fired``."""
+        if len(self._markings) >= MAX_STATES:
+            self._forget()
+        steps = self._steps
+        s = created = consumed = produced = 0
+        for activity in trace:
+            step = steps[s].get(activity)
+            if step is None:
+                step = self._learn(s, activity)
+            s, c, cons, prod, f = step
+            created += c
+            consumed += cons
+            produced += prod
+            if fired is not None:
+                fired.extend(f)
+        end = self._end(s)
+        if fired is not None:
+            fired.extend(end[4])
+        return created, consumed + end[2], produced + end[3], end
+
+    def counts(self, trace: Iterable[str]) -> tuple[float, bool, int, int, int, int]:
+        """fitness, is_fit, missing, remaining, produced, consumed of one trace (what
+        :meth:`replay` gives, without the transitions fired and the marking reached)."""
+        created, consumed, produced, end = self._play(trace, None)
+        return _figures(created, end[0], end[1], consumed + self.base_consumed,
+                        produced + self.base_produced)
 
     # --- the token game ---------------------------------------------------------------------
 
@@ -104,26 +206,13 @@ class TokenReplayer:
 
     def replay(self, trace: Iterable[str]) -> TraceReplay:
         """Replay the activities of one trace from the initial marking."""
-        m = dict(self.initial)
         fired: list[int] = []
-        missing = 0
-        for activity in trace:
-            if activity in self.fallback:
-                missing += self._event(activity, m, fired)
-        self._towards_final(m, fired)
-        reached = dict(m)
-        gap = sum(max(0, n - m.get(p, 0)) for p, n in self.final.items())
-        remaining = sum(max(0, n - self.final[p]) if p in self.final else n
-                        for p, n in m.items())
-        is_fit = missing == 0 and remaining == 0
-        consumed = sum(self.pre_sum[t] for t in fired) + sum(self.final.values())
-        produced = sum(self.post_sum[t] for t in fired) + sum(self.initial.values())
-        missing += gap
-        fitness = 1.0
-        if consumed > 0 and produced > 0:
-            fitness = 0.5 * (1 - missing / consumed) + 0.5 * (1 - remaining / produced)
+        created, consumed, produced, end = self._play(trace, fired)
+        fitness, is_fit, missing, remaining, produced, consumed = _figures(
+            created, end[0], end[1], consumed + self.base_consumed,
+            produced + self.base_produced)
         return TraceReplay(fitness, is_fit, missing, remaining, produced, consumed,
-                           tuple(self.ids[t] for t in fired), reached)
+                           tuple(self.ids[t] for t in fired), dict(end[5]))
 
     def _event(self, activity: str, m: Marking, fired: list[int]) -> int:
         """Fire a transition of ``activity`` (through silent ones, else with created tokens);
@@ -234,6 +323,18 @@ class TokenReplayer:
                     fired.append(t)
 
 
+def _figures(created: int, gap: int, remaining: int, consumed: int, produced: int
+             ) -> tuple[float, bool, int, int, int, int]:
+    """fitness, is_fit, missing, remaining, produced, consumed of a replay that created
+    ``created`` tokens for its events and lacked ``gap`` final ones."""
+    is_fit = created == 0 and remaining == 0
+    missing = created + gap
+    fitness = 1.0
+    if consumed > 0 and produced > 0:
+        fitness = 0.5 * (1 - missing / consumed) + 0.5 * (1 - remaining / produced)
+    return fitness, is_fit, missing, remaining, produced, consumed
+
+
 def _transitions_by_label(net: PetriNet) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for i, t in enumerate(net.transitions):
@@ -282,50 +383,101 @@ def replay_trace(net: PetriNet, trace: Sequence[str]) -> TraceReplay:
 # --- on Spark -------------------------------------------------------------------------------
 
 COUNTS = ["missing", "remaining", "produced", "consumed"]
-REPLAYED = T.StructType([
-    T.StructField("variant", T.ArrayType(T.StringType()), False),
-    T.StructField("cases", T.LongType(), False),
-    T.StructField("fitness", T.DoubleType(), False),
-    T.StructField("is_fit", T.BooleanType(), False),
-    *[T.StructField(c, T.LongType(), False) for c in COUNTS],
-])
+FIGURES = [T.StructField("fitness", T.DoubleType(), False),
+           T.StructField("is_fit", T.BooleanType(), False),
+           *[T.StructField(c, T.LongType(), False) for c in COUNTS]]
+VARIANT = T.StructField("variant", T.ArrayType(T.StringType()), False)
+CASE_COUNT = T.StructField("cases", T.LongType(), False)
+CASE_IDS = T.StructField("case_ids", T.ArrayType(T.StringType()), False)
+REPLAYED = T.StructType([VARIANT, CASE_COUNT, *FIGURES])
+_ARROW = [pa.float64(), pa.bool_(), *[pa.int64()] * len(COUNTS)]
 
 
-def _replay_batches(replayer: TokenReplayer):
-    """The ``mapInPandas`` function: batches of (variant, cases) in, their replay out."""
+# a variant's case ids are gathered per this many partitions of the per-case table: a row of
+# ids never holds more than the cases of 64 partitions, however large the log
+CASE_PARTITIONS_PER_ROW = 64
 
-    def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+
+def _replay_batches(replayer: TokenReplayer, keep: Sequence[str]):
+    """The ``mapInArrow`` function: batches of variants in, ``keep`` (passed through as they
+    are) and the replay's figures out. A variant the task has met is recognised by the codes
+    of its activities (one code per distinct activity name), read from Arrow without making
+    Python strings, and not replayed again."""
+    names = [*keep, *(f.name for f in FIGURES)]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        seen: dict[bytes, tuple] = {}
+        code: dict[str, int] = {}
+        activities: list[str] = []
+        counts = replayer.counts
         for batch in batches:
-            rows = [replayer.replay(list(v)) for v in batch["variant"]]
-            yield pd.DataFrame({
-                "variant": [list(v) for v in batch["variant"]],
-                "cases": batch["cases"].astype("int64"),
-                "fitness": [r.fitness for r in rows],
-                "is_fit": [r.is_fit for r in rows],
-                **{c: pd.Series([getattr(r, c) for r in rows], dtype="int64")
-                   for c in COUNTS},
-            })
+            variants = batch.column("variant")
+            encoded = pc.dictionary_encode(pc.list_flatten(variants))
+            dictionary = [*encoded.dictionary.to_pylist(), None]  # a null: skipped as unknown
+            local = np.empty(len(dictionary), np.int32)
+            for i, name in enumerate(dictionary):
+                if name not in code:
+                    code[name] = len(activities)
+                    activities.append(name)
+                local[i] = code[name]
+            codes = local[pc.fill_null(encoded.indices, len(dictionary) - 1).to_numpy()]
+            ends = np.cumsum(pc.fill_null(pc.list_value_length(variants), 0).to_numpy())
+            rows, start = [], 0
+            for end in ends.tolist():
+                trace = codes[start:end]
+                key = trace.tobytes()
+                row = seen.get(key)
+                if row is None:
+                    row = seen[key] = counts([activities[c] for c in trace.tolist()])
+                rows.append(row)
+                start = end
+            figures = zip(*rows, strict=True) if rows else ([] for _ in _ARROW)
+            yield pa.RecordBatch.from_arrays(
+                [*(batch.column(k) for k in keep),
+                 *(pa.array(list(col), t) for col, t in zip(figures, _ARROW, strict=True))],
+                names=names)
 
     return run
 
 
 def _case_variants(df: DataFrame, case: str, activity: str, timestamp: str,
                    order: str | None, timezone: str) -> DataFrame:
-    """case_id, variant: each case's activities in event order."""
-    seqs = _views.case_sequences(event_frame(df, case, activity, timestamp, order, timezone))
-    return seqs.select(CASE, F.col("seq.a").alias("variant"))
+    """case_id, variant: each case's activities in event order (the order of
+    ``case_sequences``: the activity is the last ordering key, so sorting the keys alone
+    sorts the events as it does)."""
+    events = event_frame(df, case, activity, timestamp, order, timezone)
+    seq = F.sort_array(F.collect_list(F.struct(*ORDER)))
+    return events.groupBy(CASE).agg(seq.alias("seq")).select(
+        CASE, F.col(f"seq.{ACTIVITY}").alias("variant"))
 
 
-def _replayed(case_variants: DataFrame, net: PetriNet) -> DataFrame:
-    replayer = TokenReplayer(net)
-    distinct = case_variants.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"))
-    return distinct.mapInPandas(in_worker(_replay_batches(replayer)), REPLAYED)
+def _replay(grouped: DataFrame, net: PetriNet, keep: Sequence[str]) -> DataFrame:
+    fields = {f.name: f for f in (VARIANT, CASE_COUNT, CASE_IDS)}
+    schema = T.StructType([*(fields[k] for k in keep), *FIGURES])
+    run = _replay_batches(TokenReplayer(net), keep)
+    return grouped.select("variant", *(k for k in keep if k != "variant")).mapInArrow(
+        in_worker(run), schema)
 
 
 def replay_case_variants(case_variants: DataFrame, net: PetriNet) -> DataFrame:
     """:func:`replay_variants` of a table of ``case_id, variant`` (each case's activities in
     event order, as an array) that a caller already has."""
-    return _replayed(case_variants, net)
+    grouped = case_variants.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"))
+    return _replay(grouped, net, ["variant", "cases"])
+
+
+def replay_case_table(case_variants: DataFrame, net: PetriNet) -> DataFrame:
+    """:func:`replay_cases` of a table of ``case_id, variant`` that a caller already has.
+
+    The cases are grouped by variant (and by groups of :data:`CASE_PARTITIONS_PER_ROW` of
+    their partitions), each group's row carrying its case ids; a variant is replayed once per
+    task that meets it, and the ids are exploded back to one row per case: no join, and the
+    cases are aggregated once."""
+    part = F.floor(F.spark_partition_id() / F.lit(CASE_PARTITIONS_PER_ROW))
+    grouped = case_variants.groupBy("variant", part.alias("part")).agg(
+        F.collect_list(CASE).alias("case_ids"))
+    return _replay(grouped, net, ["case_ids"]).select(
+        F.explode("case_ids").alias(CASE), "fitness", "is_fit", *COUNTS)
 
 
 def replay_variants(df: DataFrame, net: PetriNet, case: str = CASE, activity: str = ACTIVITY,
@@ -333,17 +485,18 @@ def replay_variants(df: DataFrame, net: PetriNet, case: str = CASE, activity: st
                     timezone: str = "UTC") -> DataFrame:
     """One row per variant: variant (activities), cases, fitness, is_fit, missing, remaining,
     produced, consumed. Columns and ordering of events as in ``discover_dfg``."""
-    return _replayed(_case_variants(df, case, activity, timestamp, order, timezone), net)
+    return replay_case_variants(
+        _case_variants(df, case, activity, timestamp, order, timezone), net)
 
 
 def replay_cases(df: DataFrame, net: PetriNet, case: str = CASE, activity: str = ACTIVITY,
                  timestamp: str = TIMESTAMP, order: str | None = None,
                  timezone: str = "UTC") -> DataFrame:
     """One row per case: case_id, fitness, is_fit, missing, remaining, produced, consumed.
-    Each distinct variant is replayed once, on the executors, then joined to its cases."""
-    case_variants = _case_variants(df, case, activity, timestamp, order, timezone)
-    replayed = _replayed(case_variants, net).drop("cases")
-    return case_variants.join(replayed, "variant").select(CASE, "fitness", "is_fit", *COUNTS)
+    Each distinct variant is replayed on the executors, not each case (see
+    :func:`replay_case_table`)."""
+    return replay_case_table(
+        _case_variants(df, case, activity, timestamp, order, timezone), net)
 
 
 def log_fitness(replayed: DataFrame) -> dict[str, float]:
