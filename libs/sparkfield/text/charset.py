@@ -31,6 +31,7 @@ _LATIN = frozenset({
     "iso8859-16", "mac-roman", "mac-latin2", "mac-iceland", "mac-turkish", "hp-roman8", "cp437",
     "cp775", "cp850", "cp852", "cp857", "cp858", "cp860", "cp861", "cp863", "cp865"})
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_UTF_16 = ("utf-16", "utf-16-le", "utf-16-be")  # a declared UTF-16 is ignored, as the standard
 SOURCES = ("bom", "http", "meta", "utf-8", "guess")  # where a page's charset came from
 
 
@@ -74,15 +75,27 @@ def decode_html(raw: bytes, header_charset: str | None = None) -> str:
     return decode_page(raw, header_charset).text
 
 
-def decode_page(raw: bytes, header_charset: str | None = None) -> Decoded:
-    """The text of a page, the codec and where it came from."""
+def declared_codec(raw: bytes, header_charset: str | None = None) -> tuple[str, str] | None:
+    """The codec :func:`decode_page` decodes a page with when it is not guessed (a byte-order
+    mark, the HTTP charset, the page's own declaration) and where it came from, or None."""
     for bom, name in _BOMS:
         if raw.startswith(bom):
-            return Decoded(raw.decode(name, errors="replace"), name, "bom")
-    for source, label in (("http", header_charset), ("meta", meta_charset(raw))):
-        codec = codec_name(label)
-        if codec and codec not in ("utf-16", "utf-16-le", "utf-16-be"):  # as the standard
-            return Decoded(raw.decode(codec, errors="replace"), codec, source)
+            return name, "bom"
+    codec = codec_name(header_charset)
+    if codec and codec not in _UTF_16:
+        return codec, "http"
+    codec = codec_name(meta_charset(raw))
+    if codec and codec not in _UTF_16:
+        return codec, "meta"
+    return None
+
+
+def decode_page(raw: bytes, header_charset: str | None = None) -> Decoded:
+    """The text of a page, the codec and where it came from."""
+    declared = declared_codec(raw, header_charset)
+    if declared:
+        codec, source = declared
+        return Decoded(raw.decode(codec, errors="replace"), codec, source)
     from bs4 import UnicodeDammit
 
     dammit = UnicodeDammit(raw, user_encodings=["utf-8"], is_html=True)

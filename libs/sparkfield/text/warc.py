@@ -1,10 +1,14 @@
 """Web archives (WARC and WET, ISO 28500) as pages: ``--warc PATH``.
 
 The files are listed on the driver (a file, a folder read recursively or a glob, on any
-filesystem ``pyarrow.fs`` opens from a URI) and read by the executors: a DataFrame of file paths,
-laid out by size (one or a few files a partition), each task streaming its files' records with
-warcio (plain or per-record gzip), one record in memory at a time and at most ``max_bytes`` of
-its payload. What comes back is one row per page, per reject and per (record type, count):
+filesystem ``pyarrow.fs`` opens from a URI) and read by the executors: the driver packs them by
+size into one group a task (only their paths travel), each task streams its files' records
+(plain or per-record gzip), one record in memory at a time and at most ``max_bytes`` of its
+payload. Records of the shape every well-formed archive has are cut out exactly and inflated
+whole (:mod:`sparkfield.text.warc_frames`, ISA-L's inflater where installed); from the first
+record of any other shape on, the rest of the file is read by warcio's ArchiveIterator. Both
+paths hand their records to the same code, so they give the same rows. What comes back is one
+row per page, per reject and per (record type, count):
 
 * a ``response`` record with an HTTP status 2xx and an HTML Content-Type is a page (url =
   WARC-Target-URI, fetched_at = WARC-Date, the payload de-chunked and decompressed, decoded by
@@ -25,10 +29,12 @@ import fnmatch
 import io
 import os
 import zlib
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -38,9 +44,9 @@ from pyspark.sql import types as T
 
 from sparkfield.core.errors import InputError
 from sparkfield.core.io import rejects_of
-from sparkfield.core.practices import BALANCE_MAX_ROWS, place
+from sparkfield.core.practices import balance
 from sparkfield.core.workers import in_worker
-from sparkfield.text.charset import decode_page, header_charset
+from sparkfield.text.charset import declared_codec, decode_page, header_charset
 from sparkfield.text.fetch import conform_pages
 from sparkfield.text.request import http_reason
 from sparkfield.text.saved_pages import parse_partitions
@@ -69,6 +75,7 @@ RECORDS_SCHEMA = T.StructType([
 ])
 REJECT_FIELDS = ("file", "offset", "warc_type", "url", "detail")
 MAX_REJECTS_PER_FILE = 1000  # a file this broken is given up (one more reject says so)
+PLANNED_MAX_FILES = 100_000  # up to this many files, each task's list travels in the plan
 _MAGICS = (b"\x1f\x8b\x08", b"WARC/1.")  # where a record may start: a gzip member, a header
 _CHUNK = 1 << 20
 _GLOB = set("*?[")
@@ -199,14 +206,17 @@ class _FileReader:
     filesystem: Any
     path: str
     max_bytes: int
+    framed: bool = True  # False: every record read by warcio's ArchiveIterator
     types: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
     rejects: int = 0
 
     def rows(self) -> Iterator[dict]:
-        start: _Positioned | None = _open_at(self.filesystem, self.path, 0)
-        resyncing = False
-        while start is not None and self.rejects < MAX_REJECTS_PER_FILE:
+        resume = (yield from self._framed()) if self.framed else 0
+        start = None if resume is None else _open_at(self.filesystem, self.path, resume)
+        resyncing, going_on = False, True  # warcio's first run goes on from the framed records
+        while start is not None and (going_on or self.rejects < MAX_REJECTS_PER_FILE):
+            going_on = False
             failed = yield from self._records(start, resyncing)
             if failed is None:
                 break
@@ -218,6 +228,31 @@ class _FileReader:
         if not self.types and not self.rejects:
             yield self._reject(0, None, None, "empty", "no WARC record in the file")
         yield from self._counts()
+
+    def _framed(self) -> Iterator[dict]:
+        """The rows of the records framed exactly by :mod:`sparkfield.text.warc_frames`, read
+        by the same code as warcio's; returns None when that was the whole file, else the
+        offset warcio's reader goes on from (a record that is not framed, and all after it)."""
+        from sparkfield.text.warc_frames import frames
+
+        stream = self.filesystem.open_input_stream(self.path, compression=None,
+                                                   buffer_size=_CHUNK)
+        try:
+            found = frames(stream, self.max_bytes + _CHUNK)
+            while True:
+                try:
+                    frame = next(found)
+                except StopIteration as done:
+                    return done.value
+                try:
+                    record = _framed_record(frame)
+                except Exception:  # warcio fails on it too: its reader says how
+                    return frame.offset
+                row = self._record(frame.offset, record)
+                if row["kind"] != "none":
+                    yield row
+        finally:
+            stream.close()
 
     def _records(self, src: _Positioned, resyncing: bool) -> Iterator[dict]:
         """The rows of the records from ``src`` on; returns the offset of a record that could
@@ -246,7 +281,7 @@ class _FileReader:
                                    "the file is not read")
                 return None
             errors, first = it.err_count, False
-            pending = self._record(it, record)
+            pending = self._record(it.offset, record)
 
     def _settle(self, row: dict | None, bad_length: bool) -> Iterator[dict]:
         """The held row of the previous record: a reject when what follows it shows its
@@ -273,11 +308,10 @@ class _FileReader:
             reason = "bad_record"
         return self._reject(offset, None, None, reason, f"{type(exc).__name__}: {text}")
 
-    def _record(self, it: Any, record: Any) -> dict:
+    def _record(self, offset: int, record: Any) -> dict:
         """The row of one record, read to its end (the kind ``none`` for a counted one)."""
         rtype = record.rec_type or "unknown"
         self.types[rtype] += 1
-        offset = it.offset
         try:
             if not record.rec_headers.get_header("Content-Length"):
                 raise _Bad("missing_header", "no Content-Length header")
@@ -286,7 +320,8 @@ class _FileReader:
             if rtype == "conversion":
                 return _conversion(record, offset, self.max_bytes, self)
             _drain(record)
-            return _row("none", offset=offset)
+            return _row("none", offset=offset, warc_type=rtype,
+                        url=record.rec_headers.get_header("WARC-Target-URI"))
         except _Bad as bad:
             return self._reject(offset, rtype, record.rec_headers.get_header("WARC-Target-URI"),
                                 bad.reason, bad.detail)
@@ -328,6 +363,66 @@ class _QuietIterator:
     def __next__(self) -> Any:
         with contextlib.redirect_stderr(io.StringIO()):
             return next(self.records)
+
+
+class _Block:
+    """A framed record's block as warcio's LimitReader serves it (``limit``: bytes left)."""
+
+    __slots__ = ("data", "end", "pos")
+
+    def __init__(self, data: bytes, start: int, length: int):
+        self.data, self.pos, self.end = data, start, start + length
+
+    @property
+    def limit(self) -> int:
+        return self.end - self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, length: int | None = None) -> bytes:
+        stop = self.end if length is None or length < 0 else min(self.end, self.pos + length)
+        out, self.pos = self.data[self.pos:stop], stop
+        return out
+
+    def readline(self, length: int | None = None) -> bytes:
+        stop = self.end if length is None or length < 0 else min(self.end, self.pos + length)
+        nl = self.data.find(b"\n", self.pos, stop)
+        return self.read((stop if nl < 0 else nl + 1) - self.pos)
+
+
+_LOADER: list = []
+
+
+def _framed_record(frame: Any) -> Any:
+    """A framed record as warcio's ArchiveIterator makes it (warcio's own code parses the
+    HTTP headers, where they are not plain lines); what fails here fails in warcio's iterator
+    too. The HTTP headers of requests and revisits are not parsed: they are never read (the
+    record is counted and its block drained, wherever its headers end)."""
+    from warcio.recordloader import ArcWarcRecord, ArcWarcRecordLoader
+
+    from sparkfield.text.warc_frames import plain_headers
+
+    if not _LOADER:  # as ArchiveIterator makes its loader
+        _LOADER.append(ArcWarcRecordLoader(verify_http=False, arc2warc=False))
+    loader, headers, length = _LOADER[0], frame.headers, frame.length
+    rec_type = headers.get_header("WARC-Type")
+    uri = loader._ensure_target_uri_format(headers)
+    stream, http = _Block(frame.data, frame.start, length), None
+    # where warcio parses HTTP headers (a target URI that is None fails here, as in warcio)
+    if length and rec_type in loader.HTTP_RECORDS and uri.startswith(loader.HTTP_SCHEMES):
+        if rec_type != "response":
+            return ArcWarcRecord("warc", rec_type, headers, stream, None,
+                                 headers.get_header("Content-Type"), length)
+        cut = frame.data.find(b"\r\n\r\n", stream.pos, stream.end)
+        if cut >= 0:
+            http = plain_headers(frame.data, stream.pos, cut + 4, warc=False)
+            if http is not None:
+                stream.pos = cut + 4
+    if http is None:
+        http = loader.load_http_headers(rec_type, uri, stream, length)
+    return ArcWarcRecord("warc", rec_type, headers, stream, http,
+                         headers.get_header("Content-Type"), length)
 
 
 class _Bad(Exception):
@@ -445,15 +540,51 @@ def _response(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> 
     if skip:
         _drain(record)
         reader.skipped[("response", skip)] += 1
-        return _row("none", offset=offset)
+        return _row("none", offset=offset, warc_type="response", url=url)
     body = _payload(record, max_bytes)
     kind = signature_type(body)
     if kind:
         raise _Bad("not_html", f"not HTML: {kind} (by its bytes; sent as {media})")
-    text, charset, source = decode_page(body, header_charset(ctype))
+    text, charset, source = _decoded(body, header_charset(ctype))
     return _row("page", file=reader.path, offset=offset, warc_type="response", url=url,
                 fetched_at=fetched_at, status=int(code), content_type=ctype, html=text,
                 charset=charset, charset_source=source)
+
+
+def _decoded(body: bytes, label: str | None) -> tuple[str | bytes, str, str]:
+    """:func:`decode_page`'s text, codec and source; where the text would be the body's own
+    bytes (a declared UTF-8), the body, checked as UTF-8 when its batch is built."""
+    declared = declared_codec(body, label)
+    if declared is None:
+        return decode_page(body, label)
+    codec, source = declared
+    return (body if codec == "utf-8" else body.decode(codec, errors="replace")), codec, source
+
+
+def _batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+    """The rows as a record batch, built column by column."""
+    return pa.RecordBatch.from_arrays(
+        [_text_column([row.get("html") for row in rows]) if f.name == "html"
+         else pa.array([row.get(f.name) for row in rows], type=f.type) for f in schema],
+        schema=schema)
+
+
+def _text_column(values: list) -> pa.Array:
+    """Texts (str) and declared UTF-8 bytes as one string column: the bytes are joined once
+    (the column's data, not copied again) and checked as UTF-8 together; where they are not
+    UTF-8, each is decoded as :func:`decode_page` decodes it (U+FFFD for the bytes that do
+    not decode)."""
+    parts = [v.encode() if isinstance(v, str) else v or b"" for v in values]
+    offsets = array("i", accumulate(map(len, parts), initial=0))  # a batch is < 2 GiB
+    valid = None if None not in values else pa.array(
+        [v is not None for v in values], type=pa.bool_()).buffers()[1]
+    column = pa.Array.from_buffers(pa.binary(), len(parts), [
+        valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(parts))])
+    try:
+        return column.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                         for v in values], type=pa.string())
 
 
 def _conversion(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> dict:
@@ -462,16 +593,19 @@ def _conversion(record: Any, offset: int, max_bytes: int, reader: _FileReader) -
     fetched_at = _warc_date(record)
     body = _read_capped(record.raw_stream, max_bytes)
     _drain(record)
-    text, charset, source = decode_page(body, header_charset(
+    text, charset, source = _decoded(body, header_charset(
         record.rec_headers.get_header("Content-Type")))
     return _row("page", file=reader.path, offset=offset, warc_type="conversion", url=url,
                 fetched_at=fetched_at, content_type=TEXT_TYPE, html=text, charset=charset,
                 charset_source=source)
 
 
-def _read_files(fs_uri: str, max_bytes: int, batch_rows: int = 64):
-    """A ``mapInArrow`` function: file paths in, RECORDS_SCHEMA rows out, a few at a time
-    (the records stream; a batch holds at most ``batch_rows`` rows)."""
+def _read_files(fs_uri: str, max_bytes: int, groups: list[list[str]] | None = None,
+                batch_rows: int = 64, batch_bytes: int = 1 << 26):
+    """A ``mapInArrow`` function: the files of its input rows in (a path each, column
+    ``path``; or, ``groups`` given, the number of a group of paths, column ``id``),
+    RECORDS_SCHEMA rows out, a few at a time (the records stream; a batch holds at most
+    ``batch_rows`` rows, and pages of about ``batch_bytes`` at most)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(RECORDS_SCHEMA)
@@ -479,24 +613,29 @@ def _read_files(fs_uri: str, max_bytes: int, batch_rows: int = 64):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         filesystem = None
         for b in batches:
-            for path in b.column("path").to_pylist():
+            paths = (b.column("path").to_pylist() if groups is None else
+                     [p for i in b.column("id").to_pylist() for p in groups[i]])
+            for path in paths:
                 if filesystem is None:
                     filesystem = _filesystem(fs_uri)[0]
                 rows: list[dict] = []
+                size = 0
                 for row in _file_rows(filesystem, path, max_bytes):
                     rows.append(row)
-                    if len(rows) >= batch_rows:
-                        yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                        rows = []
+                    size += len(row.get("html") or "")
+                    if len(rows) >= batch_rows or size >= batch_bytes:
+                        yield _batch(rows, schema)
+                        rows, size = [], 0
                 if rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                    yield _batch(rows, schema)
 
     return run
 
 
-def _file_rows(filesystem: Any, path: str, max_bytes: int) -> Iterator[dict]:
+def _file_rows(filesystem: Any, path: str, max_bytes: int, framed: bool = True
+               ) -> Iterator[dict]:
     """The rows of one file; a file that cannot be opened is one reject."""
-    reader = _FileReader(filesystem, path, max_bytes)
+    reader = _FileReader(filesystem, path, max_bytes, framed)
     try:
         yield from reader.rows()
     except OSError as exc:
@@ -508,12 +647,18 @@ def read_warc(spark: SparkSession, path: str, max_bytes: int = 5_000_000) -> Dat
     pages, rejects, and the records counted by type and by why they are not pages."""
     listing = list_warc_files(path)
     sizes = dict(listing.files)
-    files = spark.createDataFrame([(f,) for f in sizes], "path string")
     parts = min(len(sizes), parse_partitions(spark, sum(sizes.values())))
-    files = (place(files, "path", sizes, parts)[0] if len(sizes) <= BALANCE_MAX_ROWS
-             else files.repartition(parts))
-    return files.mapInArrow(in_worker(_read_files(listing.fs_uri, max_bytes)),
-                            RECORDS_SCHEMA)
+    if len(sizes) > PLANNED_MAX_FILES:  # thousands a task: dealt out, their sizes even out
+        files = spark.createDataFrame([(f,) for f in sizes], "path string").repartition(parts)
+        return files.mapInArrow(in_worker(_read_files(listing.fs_uri, max_bytes)),
+                                RECORDS_SCHEMA)
+    # packed by size on the driver into a group a task; task i reads group i (its number from
+    # spark.range): no Spark job places the files, no shuffle moves them
+    groups: list[list[str]] = [[] for _ in range(parts)]
+    for f, b in zip(sizes, balance([float(s) for s in sizes.values()], parts), strict=True):
+        groups[b].append(f)
+    return spark.range(0, parts, 1, parts).mapInArrow(
+        in_worker(_read_files(listing.fs_uri, max_bytes, groups)), RECORDS_SCHEMA)
 
 
 def warc_pages(records: DataFrame) -> DataFrame:
