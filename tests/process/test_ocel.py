@@ -207,3 +207,17 @@ def test_sap_vbfa_mapping_plans_and_counts_documents(spark, repo_root, shared_da
         "delivery": vbfa.loc[vbfa.VBTYP_N == "J", "VBELN"].nunique(),
         "invoice": vbfa.loc[vbfa.VBTYP_N.isin(["M", "N"]), "VBELN"].nunique(),
     }
+
+
+def test_the_classic_log_is_exported_in_the_formats_asked(spark, repo_root, tmp_path):
+    import yaml
+
+    mapping = tmp_path / "ocel.yaml"
+    mapping.write_text(yaml.safe_dump(_doc(tmp_path, case_object_type="order")))
+    out = tmp_path / "out"
+    cfg = load_config("event_log", "local", repo_root / "conf", {"job": {
+        "mapping": str(mapping), "output": str(out), "exports": "xes"}})
+    run_event_log(spark, cfg)
+    classic = out / "classic_log"
+    assert (classic / "dfg.csv").exists()
+    assert sorted(p.name for p in classic.glob("event_log.*")) == ["event_log.xes.gz"]

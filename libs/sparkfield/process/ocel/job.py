@@ -32,6 +32,7 @@ from sparkfield.process.ocel.build import OTYPE, OcelPlan, OcelTables, plan, rej
 from sparkfield.process.ocel.mapping import OcelMapping
 from sparkfield.process.ocel.views import VARIANT_COLUMNS, TypeViews, type_views
 from sparkfield.process.ocel.write import Types, log_types, write_json, write_sqlite
+from sparkfield.process.params import export_formats
 from sparkfield.process.result import ProcessResult
 from sparkfield.process.schema import CASE, ORDER, SRC_ORDER
 from sparkfield.process.views import Views
@@ -180,7 +181,8 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: OcelComputed,
     if case_type is not None:
         with report.step("write_classic_log"):
             tv = c.views[case_type]
-            _classic(spark, out, tv.events, tv.views, tv.variants)
+            _classic(spark, out, tv.events, tv.views, tv.variants,
+                     export_formats(p.exports, None))
     out.write_text("ocel_map.dot", c.map_dot)
     if p.render_map:
         with report.optional("ocel_map.svg"):
@@ -202,12 +204,15 @@ def _write_type_views(out: AtomicOutput, otype: str, tv: TypeViews) -> None:
 
 
 def _classic(spark: SparkSession, out: AtomicOutput, ev: DataFrame, views: Views,
-             variants: DataFrame) -> None:
-    """The case object type's flattened log as a classic event log under ``classic_log/``."""
+             variants: DataFrame, formats: tuple[str, ...]) -> None:
+    """The case object type's flattened log as a classic event log under ``classic_log/``,
+    exported in ``formats`` (the job's ``exports``)."""
     out.write_parquet("classic_log/events", ev.repartition(CASE)
                       .sortWithinPartitions(CASE, *ORDER).drop(SRC_ORDER))
     for name in ("dfg", "activities", "start_activities", "end_activities"):
         out.write_single_csv(f"classic_log/{name}.csv", getattr(views, name))
     out.write_single_csv("classic_log/variants.csv", variants.select(*VARIANT_COLUMNS))
-    xes.write_csv_gz(spark, ev, out.path("classic_log/event_log.csv.gz"))
-    xes.write_xes_gz(spark, ev, out.path("classic_log/event_log.xes.gz"))
+    if "csv" in formats:
+        xes.write_csv_gz(spark, ev, out.path("classic_log/event_log.csv.gz"))
+    if "xes" in formats:
+        xes.write_xes_gz(spark, ev, out.path("classic_log/event_log.xes.gz"))
