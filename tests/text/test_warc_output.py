@@ -6,6 +6,7 @@ pyarrow cannot open refused before anything is fetched."""
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import shutil
 import socket
@@ -204,12 +205,74 @@ def test_an_output_pyarrow_cannot_open_is_one_error_line(spark):
 
 
 def test_a_part_given_up_leaves_nothing(tmp_path):
-    part = _Part(str(tmp_path), "part-00000.warc.gz", ".part-00000.warc.gz.7.tmp", "ua")
+    part = _Part(str(tmp_path), "part-00000.warc.gz", ".part-00000.warc.gz.7.tmp")
     part.add({"url": "http://a.test/", "final_url": "http://a.test/", "status": 200,
-              "content_type": "text/html", "html": "<p>x</p>", "charset": "utf-8",
-              "etag": None, "last_modified": None, "fetched_at": "2024-05-01T12:00:00Z",
-              "warc_not_modified": False, "warc_refers_uri": None, "warc_refers_date": None,
-              "warc_sent_etag": None, "warc_sent_last_modified": None})
+              "fetched_at": "2024-05-01T12:00:00Z",
+              "warc_request": "GET / HTTP/1.1\r\nHost: a.test",
+              "warc_response": "HTTP/1.1 200 OK\r\nContent-Type: text/html",
+              "warc_payload": b"<p>x</p>", "warc_not_modified": False,
+              "warc_refers_uri": None, "warc_refers_date": None})
     assert [p.name for p in tmp_path.iterdir()] == [".part-00000.warc.gz.7.tmp"]
     part.discard()
     assert list(tmp_path.iterdir()) == []
+
+
+# not clean UTF-8 although it says so: a page re-encoded from its decoded text would differ
+ODD_PAGE = ("<html><head><title>Caf\u00e9 odd</title></head><body><p>"
+            + "Plain words about coffee, roasting and brewing. " * 40
+            + "</p><p>caf\u00e9 ").encode() + b"\xff\xfe broken \xe9 bytes</p></body></html>"
+
+
+class _ExchangeHandler(QuietHandler):
+    """One page sent gzip-encoded in chunks over HTTP/1.1, with two Set-Cookie headers."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):  # noqa: N802
+        if self.path == "/robots.txt":
+            return self._send(200, b"User-agent: *\nAllow: /\n", "text/plain")
+        packed = gzip.compress(ODD_PAGE)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Set-Cookie", "a=1; Path=/")
+        self.send_header("Set-Cookie", "b=2; Path=/")
+        self.end_headers()
+        for i in range(0, len(packed), 97):
+            chunk = packed[i:i + 97]
+            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def test_the_response_record_keeps_the_exchange_as_received(spark, repo_root, tmp_path):
+    """The payload is the body exactly as received (gzip and chunking undone, bytes that do not
+    decode kept), every received header is kept (repeated ones too; the undone encodings as
+    X-Crawler-*), the request record has the headers sent, and a replay decodes the same page."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ExchangeHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/odd"
+        (tmp_path / "urls.txt").write_text(url + "\n")
+        crawled = run(spark, _cfg(repo_root, tmp_path / "out",
+                                  source={"urls": str(tmp_path / "urls.txt")}))
+    finally:
+        server.shutdown()
+        server.server_close()
+    recs = _records(tmp_path / "out" / "warc")
+    _check_with_fastwarc(tmp_path / "out" / "warc", len(recs))
+    (_, _, warc, http, body), = [r for r in recs if r[1] == "response"]
+    assert body == ODD_PAGE and not warc.get_header("WARC-Truncated")
+    assert http.get_statuscode() == "200"
+    assert http.get_header("Content-Length") == str(len(ODD_PAGE))
+    assert http.get_header("X-Crawler-Content-Encoding") == "gzip"
+    assert http.get_header("X-Crawler-Transfer-Encoding") == "chunked"
+    assert http.get_header("Content-Encoding") is None
+    assert [v for k, v in http.headers if k == "Set-Cookie"] == ["a=1; Path=/", "b=2; Path=/"]
+    (_, _, _, sent, _), = [r for r in recs if r[1] == "request"]
+    assert "gzip" in sent.get_header("Accept-Encoding")
+    assert sent.get_header("User-Agent") == "sparkfield-test"
+    replay = run(spark, _cfg(repo_root, tmp_path / "replay",
+                             source={"warc": str(tmp_path / "out" / "warc")}))
+    html = [r["html"] for r in crawled.pages.select("html").collect()]
+    assert html == [r["html"] for r in replay.pages.select("html").collect()] and html[0]

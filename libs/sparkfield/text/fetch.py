@@ -36,8 +36,9 @@ from sparkfield.text.request import (
 from sparkfield.text.revalidate import conditional_headers, crawl_delay
 from sparkfield.text.sniff import non_html_type, signature_type
 
-__all__ = ["PAGES_SCHEMA", "FetchSettings", "Outcome", "conform_pages", "decode_html",
-           "fetch_batches", "fetch_one", "fetch_partition", "host_of", "unfetchable"]
+__all__ = ["CAPTURED_SCHEMA", "PAGES_SCHEMA", "FetchSettings", "Outcome", "conform_pages",
+           "decode_html", "fetch_batches", "fetch_one", "fetch_partition", "host_of",
+           "unfetchable"]
 
 PAGES_SCHEMA = T.StructType([
     T.StructField("url", T.StringType(), False),
@@ -53,6 +54,12 @@ PAGES_SCHEMA = T.StructType([
     T.StructField("last_modified", T.StringType(), True),
     T.StructField("charset", T.StringType(), True),  # the codec the HTML was decoded with
     T.StructField("charset_source", T.StringType(), True),  # charset.SOURCES ("guess": suspect)
+])
+# what a fetch that is written as WARC keeps of each exchange besides the page (warc_out)
+CAPTURED_SCHEMA = T.StructType([
+    T.StructField("warc_request", T.StringType(), True),  # request line and headers sent
+    T.StructField("warc_response", T.StringType(), True),  # status line and headers received
+    T.StructField("warc_payload", T.BinaryType(), True),  # the body as received, when complete
 ])
 
 
@@ -131,6 +138,9 @@ class Outcome:
     last_modified: str | None = None
     charset: str | None = None
     charset_source: str | None = None
+    warc_request: str | None = None
+    warc_response: str | None = None
+    warc_payload: bytes | None = None
 
 
 def _now() -> datetime:
@@ -149,12 +159,13 @@ def _retry_after(value: str | None) -> float | None:
             return None
 
 
-def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None = None
-              ) -> tuple[Outcome, float]:
+def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None = None,
+              capture: bool = False) -> tuple[Outcome, float]:
     """One attempt, under the total deadline. Returns the outcome and, for a retryable
     failure, the wait before the next attempt (negative: do not retry). ``headers``
     (conditional ones) may get a 304: status 304, no html, no error (the caller keeps its
-    stored page)."""
+    stored page). ``capture`` keeps the exchange for WARC (CAPTURED_SCHEMA): the request and
+    response heads as sent and received, and the body once read whole."""
     import requests
 
     out = Outcome(url=url, fetched_at=_now())
@@ -164,6 +175,8 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
                                    timeout=(settings.connect_timeout_s,
                                             settings.read_timeout_s)) as r:
             out.status, out.final_url = r.status_code, r.url
+            if capture:
+                out.warc_request, out.warc_response = exchange_heads(r)
             out.content_type = r.headers.get("Content-Type")
             out.etag, out.last_modified = r.headers.get("ETag"), r.headers.get("Last-Modified")
             if r.status_code == 304 and headers:
@@ -191,6 +204,8 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
                     f"the body runs past its Content-Length ({declared} bytes): the page "
                     "would be cut short")
                 return out, -1.0
+            if capture:
+                out.warc_payload = body
             kind = non_html_type(body) if not ctype else signature_type(body)
             if kind:
                 out.error = "not_html"
@@ -210,15 +225,34 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
         return out, 0.0 if retry else -1.0
 
 
+def exchange_heads(response: Any) -> tuple[str, str]:
+    """The request line and headers sent, and the status line and headers received (every
+    header as it came, repeated ones included), each as CRLF-joined lines. http.client sends
+    Host first, then the session's headers."""
+    request = response.request
+    lines = [f"{request.method} {request.path_url} HTTP/1.1"]
+    if "Host" not in request.headers:
+        lines.append(f"Host: {urlsplit(request.url).netloc.rpartition('@')[2]}")
+    lines += [f"{k}: {v}" for k, v in request.headers.items()]
+    raw = response.raw  # urllib3's response: every header line, in order
+    version = "HTTP/1.0" if raw.version == 10 else "HTTP/1.1"
+    status = f"{version} {response.status_code} {response.reason or ''}".rstrip()
+    received = raw.headers.items()
+    return "\r\n".join(lines), "\r\n".join([status] + [f"{k}: {v}" for k, v in received])
+
+
 def fetch_partition(urls: list[str], settings: FetchSettings,
-                    validators: dict[str, dict[str, str]] | None = None) -> list[Outcome]:
+                    validators: dict[str, dict[str, str]] | None = None,
+                    capture: bool = False) -> list[Outcome]:
     """Fetch ``urls`` (one partition) with one session, hosts taking turns; ``validators`` maps
     a URL to its conditional request headers. A host's robots.txt Crawl-delay, when longer than
-    the conf delay, spaces its requests. The URLs that cannot be requested come first."""
+    the conf delay, spaces its requests. The URLs that cannot be requested come first.
+    ``capture``: see :func:`fetch_one`."""
     refused, queues = _by_host(urls)
     session = new_session(settings.user_agent, settings.max_redirects)
     try:
-        fetch = _PartitionFetch(session, _Robots(session, settings), settings, validators or {})
+        fetch = _PartitionFetch(session, _Robots(session, settings), settings, validators or {},
+                                capture)
         _take_turns(queues, fetch.turn)
         return refused + fetch.results
     finally:
@@ -284,6 +318,7 @@ class _PartitionFetch:
     robots: _Robots
     settings: FetchSettings
     validators: dict[str, dict[str, str]]
+    capture: bool = False
     results: list[Outcome] = field(default_factory=list)
 
     def turn(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
@@ -330,7 +365,7 @@ class _PartitionFetch:
         """One attempt at ``url``: its outcome kept, or the URL back on ``queue`` for a retry
         after its backoff (or the server's Retry-After)."""
         s = self.settings
-        out, wait = fetch_one(self.session, url, s, self.validators.get(url))
+        out, wait = fetch_one(self.session, url, s, self.validators.get(url), self.capture)
         out.attempts = tries + 1
         next_at = time.monotonic() + max(s.delay_s, self.robots.delay(url) or 0.0)
         if wait >= 0 and tries < s.max_retries:
@@ -341,10 +376,17 @@ class _PartitionFetch:
         return next_at
 
 
-def fetch_batches(settings: FetchSettings
+def fetch_schema(capture: bool) -> T.StructType:
+    """The rows :func:`fetch_batches` gives: PAGES_SCHEMA, and CAPTURED_SCHEMA with ``capture``."""
+    return T.StructType(PAGES_SCHEMA.fields + (CAPTURED_SCHEMA.fields if capture else []))
+
+
+def fetch_batches(settings: FetchSettings, capture: bool = False
                   ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """A ``mapInPandas`` function: column ``url`` (and optionally a stored page's ``etag`` and
-    ``last_modified``, sent as conditional headers) in, one PAGES_SCHEMA row per URL out."""
+    ``last_modified``, sent as conditional headers) in, one :func:`fetch_schema` row per URL
+    out."""
+    names = fetch_schema(capture).names
 
     def run(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         urls, validators = [], {}
@@ -356,7 +398,7 @@ def fetch_batches(settings: FetchSettings
                         validators[u] = h
         if not urls:
             return
-        rows = [asdict(o) for o in fetch_partition(urls, settings, validators)]
-        yield pd.DataFrame(rows, columns=PAGES_SCHEMA.names)
+        rows = [asdict(o) for o in fetch_partition(urls, settings, validators, capture)]
+        yield pd.DataFrame(rows, columns=names)
 
     return run

@@ -45,7 +45,7 @@ from sparkfield.text.crawl_state import (
     warn,
 )
 from sparkfield.text.duplicates import find_duplicates
-from sparkfield.text.fetch import PAGES_SCHEMA, conform_pages, fetch_batches
+from sparkfield.text.fetch import conform_pages, fetch_batches, fetch_schema
 from sparkfield.text.functions import html_to_text, split_sentences, stopword_set, tokenize
 from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA
@@ -185,8 +185,9 @@ def _fetched_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: 
         previous = _stored_pages(spark, f"{p.output}/pages", urls, stats, stack)
 
     def fetch(todo: DataFrame) -> DataFrame:
-        fetched = fetch_pages(spark, todo, p, stats)
-        return with_capture(fetched, previous) if writes_warc(p, d) else fetched
+        if not writes_warc(p, d):
+            return fetch_pages(spark, todo, p, stats)
+        return with_capture(fetch_pages(spark, todo, p, stats, capture=True), previous)
 
     if previous is None:
         return fetch(urls)
@@ -211,16 +212,17 @@ def read_url_list(spark: SparkSession, path: str) -> DataFrame:
 
 
 def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
-                stats: Stats) -> DataFrame:
+                stats: Stats, capture: bool = False) -> DataFrame:
     """Fetch ``urls`` with every host pinned to one partition, hosts packed by URL count;
-    the host counts and skew go into ``stats``."""
+    the host counts and skew go into ``stats``. ``capture`` keeps each exchange for WARC
+    (fetch.CAPTURED_SCHEMA)."""
     host = F.lower(F.concat_ws("://", F.expr("try_parse_url(url, 'PROTOCOL')"),
                                F.expr("try_parse_url(url, 'AUTHORITY')")))
     with_host = urls.select(*urls.columns, F.coalesce(host, F.lit("")).alias("host"))
     counts = {r["host"]: r["n"] for r in
               with_host.groupBy("host").agg(F.count(F.lit(1)).alias("n")).collect()}
     if not counts:
-        return spark.createDataFrame([], PAGES_SCHEMA)
+        return spark.createDataFrame([], fetch_schema(capture))
     hosts = list(counts)
     parts = max(1, min(len(hosts), p.fetch_partitions
                        or 4 * spark.sparkContext.defaultParallelism))
@@ -234,7 +236,7 @@ def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
                    f"at a time per host, so it bounds the fetch time at about "
                    f"{counts[top] * p.fetch.delay_s:.0f}s")
     return placed.select(*urls.columns).mapInPandas(
-        in_worker(fetch_batches(p.fetch)), PAGES_SCHEMA)
+        in_worker(fetch_batches(p.fetch, capture)), fetch_schema(capture))
 
 
 def _stored_pages(spark: SparkSession, path: str, urls: DataFrame, stats: Stats,
@@ -434,8 +436,7 @@ def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
             with report.step("write"):
                 _write(out, frames, c, loaded.state, report)
                 if warc_dir is not None and loaded.captures is not None:
-                    report.counts["warc_out"] = write_warc(loaded.captures, warc_dir,
-                                                           p.fetch.user_agent)
+                    report.counts["warc_out"] = write_warc(loaded.captures, warc_dir)
         publish(spark, out, report, cfg.practices.skew_ratio_threshold, p.max_reject_fraction)
     log.info(report.summary())
     return _result(spark, frames, c.vocabulary, report, p.output)

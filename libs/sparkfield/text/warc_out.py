@@ -3,23 +3,26 @@
 Each Spark task writes the pages it holds as one ``warc/part-NNNNN.warc.gz`` (per-record
 gzip, WARC/1.1, a ``warcinfo`` record first) with pyarrow.fs: no page passes through the driver.
 A part is written under a hidden temporary name and renamed when complete, so a retried task
-never leaves half a part. Per page: a ``request`` record (the GET and the headers the fetch
-sends) and a ``response`` record, or a ``revisit`` record (profile server-not-modified) for a
-page answered 304 Not Modified; a page without an HTTP response (DNS error, timeout, robots.txt)
-has no record. A page row keeps the decoded HTML and three response headers (Content-Type,
-ETag, Last-Modified), so the payload is the HTML encoded again with the charset it was decoded
-with: the bytes received whenever they decoded cleanly.
+never leaves half a part. Per page: a ``request`` record (the request line and headers as sent)
+and a ``response`` record, or a ``revisit`` record (profile server-not-modified) for a page
+answered 304 Not Modified; a page without an HTTP response (DNS error, timeout, robots.txt)
+has no record.
+
+The fetch keeps each exchange (fetch.CAPTURED_SCHEMA): the heads as sent and received, and the
+body exactly as received once read whole. As in Common Crawl's archives, the payload is stored
+without its transfer and content encodings (HTTP clients undo both as they read): the
+``Content-Encoding``, ``Transfer-Encoding`` and ``Content-Length`` received are kept as
+``X-Crawler-*`` headers and ``Content-Length`` is the stored payload's. A body that was not read
+whole (an error status, too large, cut off) leaves an empty payload marked ``WARC-Truncated``.
 """
 
 from __future__ import annotations
 
-import http
 import io
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
@@ -29,17 +32,19 @@ from pyspark.sql import types as T
 from sparkfield import __version__
 from sparkfield.core.errors import InputError
 from sparkfield.core.io import hadoop_fs
-from sparkfield.text.revalidate import conditional_headers
+from sparkfield.text.fetch import CAPTURED_SCHEMA
 
 __all__ = ["CAPTURE_COLS", "NOT_MODIFIED_PROFILE", "warc_target", "with_capture", "write_warc"]
 
 NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
-# what a fetched page carries for its records beyond PAGES_SCHEMA (dropped once written)
-CAPTURE_COLS = ("warc_not_modified", "warc_refers_uri", "warc_refers_date", "warc_sent_etag",
-                "warc_sent_last_modified")
+# what a fetched page carries for its records beyond PAGES_SCHEMA (dropped once written): the
+# exchange the fetch captured, whether it was a 304, and the earlier capture a 304 refers to
+REFERS_COLS = ("warc_refers_uri", "warc_refers_date")
+CAPTURE_COLS = (*CAPTURED_SCHEMA.names, "warc_not_modified", *REFERS_COLS)
+# received headers that describe the encodings undone before the payload was stored
+UNDONE = ("Content-Encoding", "Transfer-Encoding", "Content-Length")
 ISO_DATE = "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"  # fetched_at is UTC (spark.sql.session.timeZone)
-PAGE_COLS = ("url", "final_url", "status", "content_type", "html", "charset", "etag",
-             "last_modified")
+PAGE_COLS = ("url", "final_url", "status")
 COUNTS_SCHEMA = T.StructType([
     T.StructField("part", T.StringType(), False),
     T.StructField("kind", T.StringType(), False),  # a WARC-Type, or NO_RESPONSE
@@ -51,19 +56,16 @@ NO_RESPONSE = "pages_without_response"
 # ---- driver ------------------------------------------------------------------------------
 
 def with_capture(fetched: DataFrame, previous: DataFrame | None) -> DataFrame:
-    """``fetched`` pages plus CAPTURE_COLS: whether the answer was 304 Not Modified (known only
-    before revalidation keeps the stored page) and, from ``previous`` (the stored pages whose
-    validators were sent), the earlier capture and the conditional headers sent."""
+    """``fetched`` pages (with CAPTURED_SCHEMA) plus the other CAPTURE_COLS: whether the answer
+    was 304 Not Modified (known only before revalidation keeps the stored page) and, from
+    ``previous`` (the stored pages whose validators were sent), the earlier capture."""
     not_modified = F.coalesce((F.col("status") == 304) & F.col("error").isNull(), F.lit(False))
-    fetched = fetched.withColumn(CAPTURE_COLS[0], not_modified)
+    fetched = fetched.withColumn("warc_not_modified", not_modified)
     if previous is None:
-        return fetched.select("*", *[F.lit(None).cast("string").alias(c)
-                                     for c in CAPTURE_COLS[1:]])
+        return fetched.select("*", *[F.lit(None).cast("string").alias(c) for c in REFERS_COLS])
     earlier = previous.select(
         "url", F.coalesce("final_url", "url").alias("warc_refers_uri"),
-        F.date_format("fetched_at", ISO_DATE).alias("warc_refers_date"),
-        F.col("etag").alias("warc_sent_etag"),
-        F.col("last_modified").alias("warc_sent_last_modified"))
+        F.date_format("fetched_at", ISO_DATE).alias("warc_refers_date"))
     return fetched.join(earlier, "url", "left")
 
 
@@ -94,14 +96,13 @@ def _qualified(spark: SparkSession, path: str) -> str:
     return str(fs.makeQualified(jpath).toString())
 
 
-def write_warc(pages: DataFrame, target: str, user_agent: str) -> dict[str, Any]:
+def write_warc(pages: DataFrame, target: str) -> dict[str, Any]:
     """Write the WARC parts of ``pages`` (with CAPTURE_COLS) under ``target``, one per task
     that holds pages with a response; what the listed parts hold, for the run report."""
     cols = [F.col(c) for c in PAGE_COLS] + [
         F.date_format("fetched_at", ISO_DATE).alias("fetched_at"),
         *[F.col(c) for c in CAPTURE_COLS]]
-    rows = pages.select(*cols).mapInPandas(part_writer(target, user_agent),
-                                           COUNTS_SCHEMA).collect()
+    rows = pages.select(*cols).mapInPandas(part_writer(target), COUNTS_SCHEMA).collect()
     parts = set(list_parts(target))
     records: Counter = Counter()
     for r in rows:
@@ -123,8 +124,7 @@ def list_parts(target: str) -> list[str]:
 
 # ---- executors ---------------------------------------------------------------------------
 
-def part_writer(target: str, user_agent: str
-                ) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
+def part_writer(target: str) -> Callable[[Iterator[pd.DataFrame]], Iterator[pd.DataFrame]]:
     """A ``mapInPandas`` function: the task's pages in, written as one part; out one row per
     record type (COUNTS_SCHEMA) and the pages without a response."""
 
@@ -133,7 +133,7 @@ def part_writer(target: str, user_agent: str
 
         ctx = TaskContext.get()
         name = f"part-{ctx.partitionId():05d}.warc.gz"
-        part = _Part(target, name, f".{name}.{ctx.taskAttemptId()}.tmp", user_agent)
+        part = _Part(target, name, f".{name}.{ctx.taskAttemptId()}.tmp")
         try:
             for batch in batches:
                 for row in _rows(batch):
@@ -159,12 +159,11 @@ class _Part:
     """One part being written: opened at the first page with a response, renamed into place
     by :meth:`close`."""
 
-    def __init__(self, target: str, name: str, tmp: str, user_agent: str):
+    def __init__(self, target: str, name: str, tmp: str):
         import pyarrow.fs as pafs
 
         self.fs, base = pafs.FileSystem.from_uri(target)
         self.final, self.tmp, self.name = f"{base}/{name}", f"{base}/{tmp}", name
-        self.sent = _default_headers(user_agent)
         self.counts: Counter = Counter()
         self.stream: Any = None
         self.writer: Any = None
@@ -175,7 +174,7 @@ class _Part:
             return
         if self.writer is None:
             self._open()
-        for record in page_records(self.writer, row, self.sent):
+        for record in page_records(self.writer, row):
             self.writer.write_record(record)
             self.counts[record.rec_type] += 1
 
@@ -206,23 +205,11 @@ class _Part:
                 self.stream = None
 
 
-def _default_headers(user_agent: str) -> dict[str, str]:
-    """The headers every request of the fetch's session carries (requests' defaults with the
-    job's User-Agent)."""
-    import requests
-
-    headers = dict(requests.utils.default_headers())
-    headers["User-Agent"] = user_agent
-    return headers
-
-
-def page_records(writer: Any, row: dict[str, Any], sent: dict[str, str]) -> list[Any]:
+def page_records(writer: Any, row: dict[str, Any]) -> list[Any]:
     """The request and the response (or revisit) record of a page with an HTTP response,
     each naming the other in WARC-Concurrent-To."""
     uri = row["final_url"] or row["url"]
-    headers = {**sent, **conditional_headers(row["warc_sent_etag"],
-                                              row["warc_sent_last_modified"])}
-    request = _request(writer, uri, row["fetched_at"], headers)
+    request = _request(writer, uri, row)
     answer = (_revisit if row["warc_not_modified"] else _response)(writer, uri, row)
     request.rec_headers.add_header("WARC-Concurrent-To",
                                    answer.rec_headers.get_header("WARC-Record-ID"))
@@ -231,61 +218,56 @@ def page_records(writer: Any, row: dict[str, Any], sent: dict[str, str]) -> list
     return [request, answer]
 
 
-def _request(writer: Any, uri: str, date: str, headers: dict[str, str]) -> Any:
+def _head(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """A captured head (CRLF-joined lines) as its first line and its headers."""
+    first, *lines = text.split("\r\n")
+    return first, [(k, v.lstrip(" ")) for k, _, v in (line.partition(":") for line in lines)]
+
+
+def _request(writer: Any, uri: str, row: dict[str, Any]) -> Any:
     from warcio.statusandheaders import StatusAndHeaders
 
-    parts = urlsplit(uri)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    host = parts.netloc.rpartition("@")[2]
-    http_headers = StatusAndHeaders(f"GET {target} HTTP/1.1",
-                                    [("Host", host), *headers.items()], is_http_request=True)
+    line, headers = _head(row["warc_request"])
+    http_headers = StatusAndHeaders(line, headers, is_http_request=True)
     return writer.create_warc_record(uri, "request", payload=io.BytesIO(b""),
                                      http_headers=http_headers,
-                                     warc_headers_dict=_known({"WARC-Date": date}))
+                                     warc_headers_dict=_known({"WARC-Date": row["fetched_at"]}))
 
 
-def _status_line(status: int) -> str:
-    try:
-        return f"{status} {http.HTTPStatus(status).phrase}"
-    except ValueError:  # a status the standard library does not name
-        return str(status)
+def _received(row: dict[str, Any], payload: bytes) -> Any:
+    """The response head as received, the encodings undone on the payload renamed
+    ``X-Crawler-*`` and ``Content-Length`` the payload's."""
+    from warcio.statusandheaders import StatusAndHeaders
 
-
-def _kept_headers(row: dict[str, Any], names: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The response headers a page row keeps, of ``names`` (Content-Type, ETag, ...)."""
-    cols = {"Content-Type": "content_type", "ETag": "etag", "Last-Modified": "last_modified"}
-    return [(n, row[cols[n]]) for n in names if row[cols[n]]]
+    line, headers = _head(row["warc_response"])
+    protocol, _, status = line.partition(" ")
+    kept = [(f"X-Crawler-{k}" if k.title() in UNDONE else k, v) for k, v in headers]
+    return StatusAndHeaders(status, [*kept, ("Content-Length", str(len(payload)))],
+                            protocol=protocol)
 
 
 def _response(writer: Any, uri: str, row: dict[str, Any]) -> Any:
-    """The response record: the payload is the HTML encoded with its charset; a response
-    whose body was not kept (an error status, not HTML, too large) is marked truncated."""
-    from warcio.statusandheaders import StatusAndHeaders
-
-    html = row["html"]
-    body = b"" if html is None else html.encode(row["charset"] or "utf-8", errors="replace")
-    http_headers = StatusAndHeaders(
-        _status_line(int(row["status"])),
-        _kept_headers(row, ("Content-Type", "ETag", "Last-Modified")), protocol="HTTP/1.1")
+    """The response record: the payload is the body as received; a response whose body was not
+    read whole (an error status, not HTML by its type, too large, cut off) is marked
+    truncated."""
+    payload = row["warc_payload"]
     warc = {"WARC-Date": row["fetched_at"]}
-    if html is None:
+    if payload is None:
         warc["WARC-Truncated"] = "unspecified"
+    body = bytes(payload or b"")
     return writer.create_warc_record(uri, "response", payload=io.BytesIO(body),
-                                     http_headers=http_headers, warc_headers_dict=_known(warc))
+                                     http_headers=_received(row, body),
+                                     warc_headers_dict=_known(warc))
 
 
 def _revisit(writer: Any, uri: str, row: dict[str, Any]) -> Any:
-    """The revisit record of a 304 Not Modified: headers only, pointing at the earlier capture
+    """The revisit record of a 304 Not Modified: its head only, pointing at the earlier capture
     where the stored page says which."""
-    from warcio.statusandheaders import StatusAndHeaders
-
-    http_headers = StatusAndHeaders(_status_line(304), _kept_headers(row, ("ETag",
-                                    "Last-Modified")), protocol="HTTP/1.1")
     warc = {"WARC-Date": row["fetched_at"], "WARC-Profile": NOT_MODIFIED_PROFILE,
             "WARC-Refers-To-Target-URI": row["warc_refers_uri"],
             "WARC-Refers-To-Date": row["warc_refers_date"]}
     return writer.create_warc_record(uri, "revisit", payload=io.BytesIO(b""),
-                                     http_headers=http_headers,
+                                     http_headers=_received(row, b""),
                                      warc_headers_dict=_known(warc))
 
 
