@@ -208,7 +208,7 @@ def test_a_part_given_up_leaves_nothing(tmp_path):
     part = _Part(str(tmp_path), "part-00000.warc.gz", ".part-00000.warc.gz.7.tmp")
     part.add({"url": "http://a.test/", "final_url": "http://a.test/", "status": 200,
               "fetched_at": "2024-05-01T12:00:00Z",
-              "warc_request": "GET / HTTP/1.1\r\nHost: a.test",
+              "warc_redirects": None, "warc_request": "GET / HTTP/1.1\r\nHost: a.test",
               "warc_response": "HTTP/1.1 200 OK\r\nContent-Type: text/html",
               "warc_payload": b"<p>x</p>", "warc_not_modified": False,
               "warc_refers_uri": None, "warc_refers_date": None})
@@ -224,13 +224,16 @@ ODD_PAGE = ("<html><head><title>Caf\u00e9 odd</title></head><body><p>"
 
 
 class _ExchangeHandler(QuietHandler):
-    """One page sent gzip-encoded in chunks over HTTP/1.1, with two Set-Cookie headers."""
+    """A redirect to one page sent gzip-encoded in chunks over HTTP/1.1, with two Set-Cookie
+    headers."""
 
     protocol_version = "HTTP/1.1"
 
     def do_GET(self):  # noqa: N802
         if self.path == "/robots.txt":
             return self._send(200, b"User-agent: *\nAllow: /\n", "text/plain")
+        if self.path == "/start":
+            return self._send(302, b"moved", "text/plain", headers={"Location": "/odd"})
         packed = gzip.compress(ODD_PAGE)
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -248,12 +251,13 @@ class _ExchangeHandler(QuietHandler):
 def test_the_response_record_keeps_the_exchange_as_received(spark, repo_root, tmp_path):
     """The payload is the body exactly as received (gzip and chunking undone, bytes that do not
     decode kept), every received header is kept (repeated ones too; the undone encodings as
-    X-Crawler-*), the request record has the headers sent, and a replay decodes the same page."""
+    X-Crawler-*), the request record has the headers sent, the redirect followed has its own
+    request and response records, and a replay decodes the same page."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ExchangeHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/odd"
-        (tmp_path / "urls.txt").write_text(url + "\n")
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        (tmp_path / "urls.txt").write_text(f"{site}/start\n")
         crawled = run(spark, _cfg(repo_root, tmp_path / "out",
                                   source={"urls": str(tmp_path / "urls.txt")}))
     finally:
@@ -261,7 +265,14 @@ def test_the_response_record_keeps_the_exchange_as_received(spark, repo_root, tm
         server.server_close()
     recs = _records(tmp_path / "out" / "warc")
     _check_with_fastwarc(tmp_path / "out" / "warc", len(recs))
-    (_, _, warc, http, body), = [r for r in recs if r[1] == "response"]
+    assert [(r[1], r[2].get_header("WARC-Target-URI")) for r in recs[1:]] == [
+        ("request", f"{site}/start"), ("response", f"{site}/start"),
+        ("request", f"{site}/odd"), ("response", f"{site}/odd")]
+    moved = recs[2]
+    assert moved[3].get_statuscode() == "302" and moved[4] == b"moved"
+    assert moved[3].get_header("Location") == "/odd"
+    assert moved[2].get_header("WARC-Concurrent-To") == recs[1][2].get_header("WARC-Record-ID")
+    (_, _, warc, http, body) = recs[4]
     assert body == ODD_PAGE and not warc.get_header("WARC-Truncated")
     assert http.get_statuscode() == "200"
     assert http.get_header("Content-Length") == str(len(ODD_PAGE))
@@ -269,7 +280,8 @@ def test_the_response_record_keeps_the_exchange_as_received(spark, repo_root, tm
     assert http.get_header("X-Crawler-Transfer-Encoding") == "chunked"
     assert http.get_header("Content-Encoding") is None
     assert [v for k, v in http.headers if k == "Set-Cookie"] == ["a=1; Path=/", "b=2; Path=/"]
-    (_, _, _, sent, _), = [r for r in recs if r[1] == "request"]
+    sent = recs[3][3]
+    assert sent.protocol == "GET" and sent.statusline == "/odd HTTP/1.1"
     assert "gzip" in sent.get_header("Accept-Encoding")
     assert sent.get_header("User-Agent") == "sparkfield-test"
     replay = run(spark, _cfg(repo_root, tmp_path / "replay",

@@ -56,10 +56,16 @@ PAGES_SCHEMA = T.StructType([
     T.StructField("charset_source", T.StringType(), True),  # charset.SOURCES ("guess": suspect)
 ])
 # what a fetch that is written as WARC keeps of each exchange besides the page (warc_out)
+EXCHANGE_FIELDS = [
+    T.StructField("request", T.StringType(), True),  # request line and headers sent
+    T.StructField("response", T.StringType(), True),  # status line and headers received
+    T.StructField("payload", T.BinaryType(), True),  # the body as received, when complete
+]
 CAPTURED_SCHEMA = T.StructType([
-    T.StructField("warc_request", T.StringType(), True),  # request line and headers sent
-    T.StructField("warc_response", T.StringType(), True),  # status line and headers received
-    T.StructField("warc_payload", T.BinaryType(), True),  # the body as received, when complete
+    # the redirects followed before the last exchange, in order, each with the URL it asked for
+    T.StructField("warc_redirects", T.ArrayType(T.StructType(
+        [T.StructField("url", T.StringType(), True), *EXCHANGE_FIELDS])), True),
+    *[T.StructField(f"warc_{f.name}", f.dataType, True) for f in EXCHANGE_FIELDS],
 ])
 
 
@@ -138,6 +144,7 @@ class Outcome:
     last_modified: str | None = None
     charset: str | None = None
     charset_source: str | None = None
+    warc_redirects: list[dict[str, Any]] | None = None
     warc_request: str | None = None
     warc_response: str | None = None
     warc_payload: bytes | None = None
@@ -164,8 +171,8 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
     """One attempt, under the total deadline. Returns the outcome and, for a retryable
     failure, the wait before the next attempt (negative: do not retry). ``headers``
     (conditional ones) may get a 304: status 304, no html, no error (the caller keeps its
-    stored page). ``capture`` keeps the exchange for WARC (CAPTURED_SCHEMA): the request and
-    response heads as sent and received, and the body once read whole."""
+    stored page). ``capture`` keeps the exchanges for WARC (CAPTURED_SCHEMA): the request and
+    response heads as sent and received, and the body once read whole; each redirect's too."""
     import requests
 
     out = Outcome(url=url, fetched_at=_now())
@@ -177,6 +184,7 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
             out.status, out.final_url = r.status_code, r.url
             if capture:
                 out.warc_request, out.warc_response = exchange_heads(r)
+                out.warc_redirects = [_redirect(hop) for hop in r.history] or None
             out.content_type = r.headers.get("Content-Type")
             out.etag, out.last_modified = r.headers.get("ETag"), r.headers.get("Last-Modified")
             if r.status_code == 304 and headers:
@@ -239,6 +247,13 @@ def exchange_heads(response: Any) -> tuple[str, str]:
     status = f"{version} {response.status_code} {response.reason or ''}".rstrip()
     received = raw.headers.items()
     return "\r\n".join(lines), "\r\n".join([status] + [f"{k}: {v}" for k, v in received])
+
+
+def _redirect(hop: Any) -> dict[str, Any]:
+    """A redirect followed: its heads and its body (requests reads it whole to free the
+    connection)."""
+    request, response = exchange_heads(hop)
+    return {"url": hop.url, "request": request, "response": response, "payload": hop.content}
 
 
 def fetch_partition(urls: list[str], settings: FetchSettings,

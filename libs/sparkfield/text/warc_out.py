@@ -206,16 +206,27 @@ class _Part:
 
 
 def page_records(writer: Any, row: dict[str, Any]) -> list[Any]:
-    """The request and the response (or revisit) record of a page with an HTTP response,
-    each naming the other in WARC-Concurrent-To."""
+    """The records of a page with an HTTP response: a request and a response record for each
+    redirect followed, then the request and the response (or revisit) record of the last
+    exchange; each request and its answer name each other in WARC-Concurrent-To."""
+    records = []
+    for hop in row["warc_redirects"] if row["warc_redirects"] is not None else []:
+        exchange = {"fetched_at": row["fetched_at"], **{f"warc_{k}": v for k, v in hop.items()}}
+        uri = hop["url"]
+        records += _linked(_request(writer, uri, exchange), _response(writer, uri, exchange))
     uri = row["final_url"] or row["url"]
-    request = _request(writer, uri, row)
     answer = (_revisit if row["warc_not_modified"] else _response)(writer, uri, row)
+    return records + _linked(_request(writer, uri, row), answer)
+
+
+def _linked(request: Any, answer: Any) -> list[Any]:
+    """``request`` and ``answer``, each naming the other in WARC-Concurrent-To."""
     request.rec_headers.add_header("WARC-Concurrent-To",
                                    answer.rec_headers.get_header("WARC-Record-ID"))
     answer.rec_headers.add_header("WARC-Concurrent-To",
                                   request.rec_headers.get_header("WARC-Record-ID"))
     return [request, answer]
+
 
 
 def _head(text: str) -> tuple[str, list[tuple[str, str]]]:
