@@ -3,6 +3,7 @@ statistics of the same log, and their charts; ``--no-statistics`` writes none.""
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 
@@ -12,6 +13,7 @@ from sparkfield.core.conf import load_config
 from sparkfield.process import run_process_mining
 from tests.conftest import ROOT
 from tests.process import pm4py_oracle
+from tests.process.event_frames import SHARED
 
 
 def _run(spark, log, out, **job):
@@ -77,3 +79,69 @@ def test_implausible_dates_and_too_many_periods_are_left_out_with_a_note(spark, 
     assert pd.read_csv(tmp_path / "hour" / "statistics" / "events_over_time.csv").empty
     assert any("choose a longer statistics_period" in n for n in res.report.notes)
     assert (tmp_path / "hour" / "statistics" / "over_time.png").exists()
+
+
+def _job_tables(spark, log, tmp_path):
+    """The job's collected views and statistics tables, and the same tables made by the
+    DataFrame functions (one pass each over the job's events)."""
+    from sparkfield.process import statistics as st
+    from sparkfield.process.events import EVENT_ORDER, with_event_order
+    from sparkfield.process.schema import RESOURCE
+
+    res = _run(spark, log, tmp_path / "out", model=False, conformance=False)
+    views = res.extras["views"]
+    ordered = with_event_order(res.events)
+    keys = {"order": EVENT_ORDER, "checked": True}
+    want = {
+        "dfg": views.dfg.toPandas(), "activities": views.activities.toPandas(),
+        "start_activities": views.start_activities.toPandas(),
+        "end_activities": views.end_activities.toPandas(),
+        "statistics/activities": st.activity_frequencies(ordered, **keys).toPandas(),
+        "statistics/resources": st.resource_frequencies(ordered, resource=RESOURCE,
+                                                        **keys).toPandas(),
+        "statistics/resource_activity": st.resource_activity_matrix(
+            ordered, resource=RESOURCE, **keys).toPandas(),
+        "statistics/handover_of_work": st.handover_of_work(ordered, resource=RESOURCE,
+                                                           **keys).toPandas(),
+    }
+    got = {name: pd.read_csv(tmp_path / "out" / f"{name}.csv") for name in want}
+    return got, want, res
+
+
+def test_the_one_pass_tables_equal_the_dataframe_functions(spark, shared_data, tmp_path):
+    """The job collects its views and resource statistics from one aggregation over the
+    per-case sequences: the same rows, in the same order, as the functions that each make
+    one table, on a log where many events have no resource."""
+    log = shared_data / SHARED / "roadtraffic100traces.xes"
+    got, want, res = _job_tables(spark, log, tmp_path)
+    for name, frame in want.items():
+        expected = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
+        pd.testing.assert_frame_equal(got[name], expected, obj=name)
+    assert not got["statistics/resource_activity"].empty
+    assert got["statistics/resources"]["events"].sum() < res.report.outputs["events"]
+
+
+def test_equal_times_and_null_resources_in_the_one_pass_tables(spark, tmp_path):
+    """Ties on the timestamp keep the file's order (handover and arcs follow it), a null
+    resource breaks a handover without being bridged, and counts once per case."""
+    log = tmp_path / "ties.csv"
+    log.write_text("case:concept:name,concept:name,time:timestamp,org:resource\n"
+                   "1,a,2020-01-01T00:00:00Z,ann\n1,b,2020-01-01T00:00:00Z,bob\n"
+                   "1,c,2020-01-01T00:00:00Z,\n1,a,2020-01-02T00:00:00Z,ann\n"
+                   "1,b,2020-01-03T00:00:00Z,ann\n"
+                   "2,b,2020-01-01T00:00:00Z,bob\n2,a,2020-01-01T00:00:00Z,ann\n"
+                   "3,c,2020-01-05T00:00:00Z,\n")
+    got, want, _ = _job_tables(spark, log, tmp_path)
+    for name, frame in want.items():
+        expected = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
+        pd.testing.assert_frame_equal(got[name], expected, obj=name)
+    hand = got["statistics/handover_of_work"]
+    pairs = dict(zip(zip(hand["source_resource"], hand["target_resource"], strict=True),
+                     hand["handovers"], strict=True))
+    assert pairs == {("ann", "bob"): 1, ("ann", "ann"): 1, ("bob", "ann"): 1}
+    acts = got["statistics/activities"].set_index("activity")
+    assert acts.loc["a", "events"] == 3 and acts.loc["a", "cases"] == 2
+    res = got["statistics/resources"].set_index("resource")
+    assert res.loc["ann", "cases"] == 2 and res.loc["ann", "events"] == 4
+    dfg = got["dfg"]
+    assert list(zip(dfg["source"], dfg["target"], strict=True))[:1] == [("a", "b")]

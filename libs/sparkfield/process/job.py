@@ -64,7 +64,14 @@ from sparkfield.process.schema import (
     SRC_ORDER,
     TIMESTAMP,
 )
-from sparkfield.process.views import Views, case_sequences, compute_views
+from sparkfield.process.views import (
+    Views,
+    case_sequences,
+    compute_views,
+    resource_tables,
+    small_views,
+    tallies,
+)
 from sparkfield.process.views import variants as view_variants
 from sparkfield.process.xes_split import needs_one_range
 
@@ -189,16 +196,13 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if calls:
         ev = apply_filters(ev, calls, stats, stack, timezone)
         n_events = stats.counts["filters"][-1]["events_kept"]
-    seqs, n_cases = stack.enter_context(cached_rows(case_sequences(ev), "case_sequences",
-                                                    report=stats))
+    # the statistics' resource tables come from the sequences too: they carry the resource
+    seqs, n_cases = stack.enter_context(cached_rows(
+        case_sequences(ev, resource=bool(p.statistics)), "case_sequences", report=stats))
     with stats.step("views"):
         views = compute_views(ev, seqs, n_cases)
-        small = {
-            "dfg": views.dfg.toPandas(),
-            "activities": views.activities.toPandas(),
-            "start_activities": views.start_activities.toPandas(),
-            "end_activities": views.end_activities.toPandas(),
-        }
+        counted = tallies(seqs).toPandas()  # every small table in one job
+        small = small_views(counted)
     # the per-case table feeds the variants, the duration statistics and cases.csv: made
     # from the sequences once, not once for each
     case_table = stack.enter_context(cached(views.cases, "cases", report=stats))
@@ -224,7 +228,8 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if p.statistics:
         with stats.step("statistics"):
             statistics, notes = log_statistics(ev, views.cases, p.statistics_period,
-                                               plausible_dates(p), timezone)
+                                               plausible_dates(p), timezone,
+                                               resource_tables(counted))
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases

@@ -56,14 +56,18 @@ def png(fig: Figure) -> bytes:
 
 
 def log_statistics(events: DataFrame, cases: DataFrame, period: str,
-                   dated: tuple[str, str], timezone: str = "UTC"
+                   dated: tuple[str, str], timezone: str = "UTC",
+                   counted: dict[str, pd.DataFrame] | None = None
                    ) -> tuple[LogStatistics, list[str]]:
     """The statistics of the job's canonical ``events`` (cached) and its per-case table
     ``cases`` (case_id, start, end, duration_s, ...) per ``period`` (hour, day, week or month:
     wall-clock periods in ``timezone``, the log's), and notes on what the over-time tables
     leave out. Those count only the events dated within ``dated`` (the job's plausible range:
     a placeholder date such as 0001-01-01 would stretch them over centuries), and are left
-    out when they would hold over ``MAX_PERIODS`` periods."""
+    out when they would hold over ``MAX_PERIODS`` periods. ``counted``: the activities,
+    resources, resource_activity and handover_of_work tables already collected (the job's
+    :func:`sparkfield.process.views.resource_tables`, from the per-case sequences), so no
+    pass over the events makes them again."""
     ordered = with_event_order(events)
     keys = {"order": EVENT_ORDER, "checked": True}  # validated events
     timed, notes = _over_time(ordered, cases, period, dated, timezone)
@@ -71,10 +75,13 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
         **timed,
         "case_duration_histogram": st.case_duration_histogram(cases, DURATION_BINS),
         "case_duration_summary": st.case_duration_summary(cases),
-        "activities": st.activity_frequencies(ordered, **keys),
-        "resources": st.resource_frequencies(ordered, resource=RESOURCE, **keys),
-        "resource_activity": st.resource_activity_matrix(ordered, resource=RESOURCE, **keys),
-        "handover_of_work": st.handover_of_work(ordered, resource=RESOURCE, **keys),
+        **(counted if counted is not None else {
+            "activities": st.activity_frequencies(ordered, **keys),
+            "resources": st.resource_frequencies(ordered, resource=RESOURCE, **keys),
+            "resource_activity": st.resource_activity_matrix(ordered, resource=RESOURCE,
+                                                             **keys),
+            "handover_of_work": st.handover_of_work(ordered, resource=RESOURCE, **keys),
+        }),
     }
     tables = {name: df if isinstance(df, pd.DataFrame) else df.toPandas()
               for name, df in frames.items()}

@@ -10,21 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sparkfield.process.schema import ACTIVITY, CASE, ORDER, TIMESTAMP
+from sparkfield.process.schema import ACTIVITY, CASE, ORDER, RESOURCE, TIMESTAMP
 
 
 def _seconds(ts: Column) -> Column:
     return F.unix_micros(ts) / F.lit(1_000_000.0)
 
 
-def case_sequences(events: DataFrame) -> DataFrame:
-    """One row per case: ``seq``, its events in order as (ordering keys..., a, t)."""
+def case_sequences(events: DataFrame, resource: bool = False) -> DataFrame:
+    """One row per case: ``seq``, its events in order as (ordering keys..., a, t), and the
+    resource ``r`` last with ``resource=True`` (for the resource statistics)."""
+    extra = [F.col(RESOURCE).alias("r")] if resource else []
     return events.groupBy(CASE).agg(F.sort_array(F.collect_list(F.struct(
         *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)],
-        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t")))).alias("seq"))
+        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t"), *extra))).alias("seq"))
 
 
 def cases(seqs: DataFrame) -> DataFrame:
@@ -37,19 +40,25 @@ def cases(seqs: DataFrame) -> DataFrame:
     )
 
 
+_PAIRS = ("CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
+          "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
+          "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
+          "ELSE array() END")
+
+
+def _median(d: str) -> Column:
+    """median_s of the decimal seconds ``d``, taken over their doubles: the same number (the
+    median is computed in doubles either way), a third faster than over boxed decimals."""
+    return F.percentile(F.col(d).cast("double"), 0.5).alias("median_s")
+
+
 def dfg(seqs: DataFrame) -> DataFrame:
     """Directly-follows arcs: source, target, frequency, mean_s, median_s (of the time
     between the two events)."""
-    pairs = F.expr(
-        "CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
-        "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
-        "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
-        "ELSE array() END")
-    arcs = seqs.select(F.explode(pairs).alias("p")).select("p.*")
+    arcs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p")).select("p.*")
     return (
         arcs.groupBy("source", "target")
-        .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"),
-             F.percentile("d", 0.5).alias("median_s"))
+        .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"), _median("d"))
         .orderBy(F.desc("frequency"), "source", "target")
     )
 
@@ -98,3 +107,128 @@ def compute_views(events: DataFrame, seqs: DataFrame, n_cases: int) -> Views:
         start_activities=endpoint_activities(seqs, "start"),
         end_activities=endpoint_activities(seqs, "end"), cases=case_table,
     )
+
+
+# -- every small table in one job -------------------------------------------------------------
+# what each row of :func:`tallies` counts: x and y are
+_ARC = 0  # source and target activity of a directly-follows pair (d: the time between)
+_EVENT = 1  # an event's resource (null when it has none) and activity
+_HANDOVER = 2  # the resources of two events that follow each other directly, both named
+_ENDS = 3  # a case's first and last activity
+_CASE_ACTIVITY = 4  # an activity a case holds (x; y null), once per case
+_CASE_RESOURCE = 5  # a named resource a case holds (x; y null), once per case
+
+
+def tallies(seqs: DataFrame) -> DataFrame:
+    """kind, x, y, n, mean_s, median_s: the directly-follows arcs, the activities and start
+    and end activities, and (when ``seqs`` holds the resource ``r``) the resource
+    statistics' counts, all from one aggregation over the per-case sequences: one job with
+    one small shuffle instead of one for each table. :func:`small_views` and
+    :func:`resource_tables` read it (collected)."""
+    pairs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p"))
+    d_type = pairs.schema["p"].dataType["d"].dataType
+    none = F.lit(None).cast("string")
+
+    def rows(kind: int, frame: DataFrame, x: Column, y: Column, d: Column | None = None
+             ) -> DataFrame:
+        return frame.select(F.lit(kind).alias("kind"), x.alias("x"), y.alias("y"),
+                            (d if d is not None else F.lit(None).cast(d_type)).alias("d"))
+
+    has_r = "r" in seqs.schema["seq"].dataType.elementType.names
+    ev = seqs.select(F.explode(F.col("seq")).alias("e"))
+    parts = [
+        rows(_ARC, pairs, F.col("p.source"), F.col("p.target"), F.col("p.d")),
+        rows(_EVENT, ev, F.col("e.r") if has_r else none, F.col("e.a")),
+        rows(_ENDS, seqs, F.element_at("seq", 1)["a"], F.element_at("seq", -1)["a"]),
+        rows(_CASE_ACTIVITY, seqs.select(F.explode(F.array_distinct("seq.a")).alias("v")),
+             F.col("v"), none),
+    ]
+    if has_r:
+        hand = seqs.select(F.explode(F.expr(
+            "CASE WHEN size(seq) > 1 THEN filter(transform(sequence(2, size(seq)), "
+            "i -> named_struct('s', seq[i - 2].r, 't', seq[i - 1].r)), "
+            "p -> p.s IS NOT NULL AND p.t IS NOT NULL) ELSE array() END")).alias("h"))
+        held = seqs.select(F.explode(F.array_compact(F.array_distinct("seq.r"))).alias("v"))
+        parts += [rows(_HANDOVER, hand, F.col("h.s"), F.col("h.t")),
+                  rows(_CASE_RESOURCE, held, F.col("v"), none)]
+    # the arcs' times in their own aggregation: a median keeps every value of its group and
+    # falls back to sorting its input past a few groups, which the other counts need not pay
+    arcs = parts[0].groupBy("kind", "x", "y").agg(
+        F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"), _median("d"))
+    rest = parts[1]
+    for part in parts[2:]:
+        rest = rest.unionByName(part)
+    return arcs.unionByName(rest.groupBy("kind", "x", "y").agg(
+        F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"),
+        F.lit(None).cast("double").alias("median_s")))
+
+
+def _kind(t: pd.DataFrame, kind: int) -> pd.DataFrame:
+    return t[t["kind"] == kind]
+
+
+def _ranked(frame: pd.DataFrame, count: str, keys: list[str]) -> pd.DataFrame:
+    """Most ``count`` first, then by ``keys`` (Spark's order: strings by code point)."""
+    return (frame.sort_values([count, *keys], ascending=[False] + [True] * len(keys),
+                              kind="mergesort").reset_index(drop=True))
+
+
+def _counted(values: pd.Series, name: str, count: str) -> pd.DataFrame:
+    return values.rename(count).rename_axis(name).reset_index()
+
+
+def small_views(t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """dfg, activities, start_activities, end_activities from the collected :func:`tallies`:
+    the frames :func:`dfg`, :func:`activities` and :func:`endpoint_activities` collect."""
+    arcs = _kind(t, _ARC)
+    dfg_ = _ranked(pd.DataFrame({"source": arcs["x"], "target": arcs["y"],
+                                 "frequency": arcs["n"].astype("int64"),
+                                 "mean_s": arcs["mean_s"], "median_s": arcs["median_s"]}),
+                   "frequency", ["source", "target"])
+    events = _kind(t, _EVENT).groupby("y", sort=False)["n"].sum()
+    in_cases = _kind(t, _CASE_ACTIVITY).set_index("x")["n"]
+    acts = pd.DataFrame({ACTIVITY: events.index,
+                         "events": events.to_numpy().astype("int64"),
+                         "cases": in_cases.reindex(events.index).to_numpy().astype("int64")})
+    ends = _kind(t, _ENDS)
+    out = {"dfg": dfg_, "activities": _ranked(acts, "events", [ACTIVITY])}
+    for name, col in (("start_activities", "x"), ("end_activities", "y")):
+        n = ends.groupby(col, sort=False)["n"].sum().astype("int64")
+        out[name] = _ranked(_counted(n, ACTIVITY, "cases"), "cases", [ACTIVITY])
+    return out
+
+
+def resource_tables(t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """activities, resources, resource_activity, handover_of_work from the collected
+    :func:`tallies` of sequences with the resource: the tables of
+    :mod:`sparkfield.process.statistics`' ``activity_frequencies``, ``resource_frequencies``,
+    ``resource_activity_matrix`` and ``handover_of_work`` on the same events."""
+    ev = _kind(t, _EVENT)
+    n_events = int(ev["n"].sum())
+    n_cases = int(_kind(t, _ENDS)["n"].sum())
+
+    def shares(key: str, events: pd.Series, cases: pd.Series) -> pd.DataFrame:
+        frame = pd.DataFrame({key: events.index, "events": events.to_numpy().astype("int64"),
+                              "cases": cases.reindex(events.index).to_numpy()
+                              .astype("int64")})
+        frame["event_share"] = frame["events"] / n_events
+        frame["case_share"] = frame["cases"] / n_cases
+        return _ranked(frame, "events", [key])
+
+    named = ev[ev["x"].notna()]
+    matrix = pd.DataFrame({RESOURCE: named["x"], ACTIVITY: named["y"],
+                           "events": named["n"].astype("int64")})
+    hand = _kind(t, _HANDOVER)
+    handover = pd.DataFrame({"source_resource": hand["x"], "target_resource": hand["y"],
+                             "handovers": hand["n"].astype("int64")})
+    handover["share"] = handover["handovers"] / handover["handovers"].sum()
+    return {
+        "activities": shares(ACTIVITY, ev.groupby("y", sort=False)["n"].sum(),
+                             _kind(t, _CASE_ACTIVITY).set_index("x")["n"]),
+        "resources": shares(RESOURCE, named.groupby("x", sort=False)["n"].sum(),
+                            _kind(t, _CASE_RESOURCE).set_index("x")["n"]),
+        "resource_activity": matrix.sort_values([RESOURCE, ACTIVITY], kind="mergesort")
+        .reset_index(drop=True),
+        "handover_of_work": _ranked(handover, "handovers",
+                                    ["source_resource", "target_resource"]),
+    }
