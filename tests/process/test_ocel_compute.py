@@ -5,6 +5,7 @@ are checked against what was worked out by hand (times in the session's time zon
 import json
 from contextlib import ExitStack
 
+import pandas as pd
 import yaml
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -12,7 +13,9 @@ from pyspark.sql import types as T
 from sparkfield.process.ocel.build import plan_from
 from sparkfield.process.ocel.job import compute
 from sparkfield.process.ocel.mapping import parse_ocel_mapping
+from sparkfield.process.ocel.views import VARIANT_COLUMNS, flatten
 from sparkfield.process.sources import with_row_order
+from sparkfield.process.views import case_sequences, compute_views
 
 MAPPING = """
 sources:
@@ -77,6 +80,17 @@ def _frames(spark):
             for name, (schema, rows) in tables.items()}
 
 
+def _classic_views(t, otype):
+    """The type's dfg, activities and variants as the classic views make them from its
+    flattened log on its own."""
+    ev = flatten(t, otype)
+    seqs = case_sequences(ev)
+    n = seqs.count()
+    v = compute_views(ev, seqs, n)
+    return (v.dfg.toPandas(), v.activities.toPandas(),
+            [tuple(r) for r in v.variants.select(*VARIANT_COLUMNS).collect()])
+
+
 def test_compute_builds_the_log_its_rejects_and_the_views_without_a_report(spark):
     mapping = parse_ocel_mapping(yaml.safe_load(MAPPING))
     planned = plan_from(_frames(spark), mapping)
@@ -98,6 +112,11 @@ def test_compute_builds_the_log_its_rejects_and_the_views_without_a_report(spark
         order = c.views["order"]
         variants = [tuple(r) for r in order.variants.collect()]
         flat_cases = sorted(r.case_id for r in order.events.select("case_id").collect())
+        reject_counts = {(r.source, r.reason): r["count"]
+                         for r in t.rejects.groupBy("source", "reason").count().collect()}
+        by_type = {r.ocel_type: r["count"] for r in t.objects.groupBy("ocel_type").count()
+                   .collect()}
+        per_type = {otype: _classic_views(t, otype) for otype in c.views}
 
     assert objects == {
         ("order:o1", "order"): {"source_key": "o1"}, ("order:o2", "order"): {"source_key": "o2"},
@@ -156,4 +175,14 @@ def test_compute_builds_the_log_its_rejects_and_the_views_without_a_report(spark
     assert variants == [('["Place","Pay"]', 2, 2 / 3, (2 * 3600 + 71 * 3600) / 2),
                         ('["Place"]', 1, 1 / 3, 0.0)]
     assert c.views["customer"].events is None  # released: only the case type's log is kept
+    # the counts come from one aggregation: they are those of the tables and the rejects
+    assert {(src, r): n for src, by in s.rejects.items() for r, n in by.items()} == \
+        reject_counts
+    assert s.counts["objects_by_type"] == by_type
+    # every type's views, computed for all the types at once, are its classic views
+    for otype, (dfg_t, acts_t, variants_t) in per_type.items():
+        tv = c.views[otype]
+        pd.testing.assert_frame_equal(tv.small["dfg"], dfg_t, check_dtype=False)
+        pd.testing.assert_frame_equal(tv.small["activities"], acts_t, check_dtype=False)
+        assert [tuple(r) for r in tv.variants.collect()] == variants_t, otype
     assert "Place" in c.map_dot and "order: 2" in c.map_dot

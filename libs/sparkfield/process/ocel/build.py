@@ -25,7 +25,7 @@ source row order, then the activity name (``schema.ORDER``); the files list even
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -73,6 +73,28 @@ class OcelTables:
     o2o: DataFrame
     changes: DataFrame
     rejects: DataFrame  # source, reason, record
+    # every row set counted by kind, source and reason in one aggregation (:data:`TALLY`)
+    tallies: DataFrame | None = None
+
+
+TALLY = ("kind", "source", "reason", "detail", "src_order", "n")
+"""The columns of :attr:`OcelTables.tallies`: per ``kind`` (objects, events, e2o, o2o,
+changes: the rows read, validated; ``*_kept``: the rows of a table after its duplicates are
+dropped) the rows by ``source`` (as in the rejects) and ``reason`` (null: kept). ``detail`` is
+the object type of an object row and the activity of a kept event (with its ``src_order``)."""
+
+
+def _tally(df: DataFrame, kind: str, source: Column, detail: Column | None = None,
+           src_order: Column | None = None) -> DataFrame:
+    """The rows of ``df`` counted by source, reject reason and detail: one aggregation gives
+    every check's count, instead of one Spark job per check."""
+    reason = F.col(REASON) if REASON in df.columns else F.lit(None).cast("string")
+    return df.groupBy(
+        F.lit(kind).alias("kind"), source.cast("string").alias("source"),
+        reason.alias("reason"),
+        (detail if detail is not None else F.lit(None)).cast("string").alias("detail"),
+        (src_order if src_order is not None else F.lit(None)).cast("int").alias("src_order"),
+    ).agg(F.count(F.lit(1)).alias("n"))
 
 
 @dataclass
@@ -86,6 +108,8 @@ class OcelPlan:
     events: DataFrame  # with ``objs``: the related objects (type, id, qualifier, key)
     changes: DataFrame | None  # object attribute changes; None when the mapping has none
     o2o: DataFrame | None  # object-to-object relations; None when the mapping has none
+    # the sources and views that several entries read (kept by :func:`validate`)
+    shared: dict[str, DataFrame] = field(default_factory=dict)
 
 
 def _filtered(df: DataFrame, where: str | None, label: str) -> DataFrame:
@@ -231,7 +255,22 @@ def plan_from(frames: dict[str, DataFrame], mapping: OcelMapping) -> OcelPlan:
     its row order (:func:`~sparkfield.process.sources.with_row_order`)."""
     return OcelPlan(mapping=mapping, objects=plan_objects(frames, mapping),
                     events=plan_events(frames, mapping), changes=plan_changes(frames, mapping),
-                    o2o=plan_o2o(frames, mapping))
+                    o2o=plan_o2o(frames, mapping), shared=_shared(frames, mapping))
+
+
+def _shared(frames: dict[str, DataFrame], mapping: OcelMapping) -> dict[str, DataFrame]:
+    """The frames read more than once: every source (the views read them too) and each view
+    that several entries name. Kept, each is read (a CSV parsed, a view's joins run) once
+    rather than once per entry."""
+    uses: dict[str, int] = {}
+    names = [*(t.source for t in mapping.objects.values()),
+             *(c.source for t in mapping.objects.values() for c in t.changes),
+             *(a.source for a in mapping.activities),
+             *(r.source for r in mapping.object_relations)]
+    for name in names:
+        uses[name] = uses.get(name, 0) + 1
+    return {name: df for name, df in frames.items()
+            if name in mapping.sources or uses.get(name, 0) > 1}
 
 
 def _activity_label(a: OcelActivity) -> str:
@@ -263,9 +302,9 @@ def _known(objects: DataFrame, alias: str) -> DataFrame:
 
 
 def _e2o(events: DataFrame, objects: DataFrame, act_source: Column, keep: Keep
-         ) -> tuple[DataFrame, DataFrame]:
-    """Event-to-object relations (each must name a known object of the declared type) and
-    their rejects."""
+         ) -> tuple[DataFrame, DataFrame, list[DataFrame]]:
+    """Event-to-object relations (each must name a known object of the declared type), their
+    rejects and tallies."""
     rel = events.select(EID, ACTIVITY, SRC_ORDER, F.explode("objs").alias("o")).select(
         F.col(EID).alias(E2O_EVENT), ACTIVITY, SRC_ORDER, F.col("o.id").alias(E2O_OBJECT),
         F.col("o.key").alias("key"), F.col("o.type").alias("declared_type"),
@@ -275,21 +314,23 @@ def _e2o(events: DataFrame, objects: DataFrame, act_source: Column, keep: Keep
     rel = keep(rel.withColumn(REASON, F.when(F.col(E2O_OBJECT).isNull(), "null object id")
                               .when(F.col("_oid").isNull(), "unknown object")),
                "ocel_e2o_rows")
-    rejects = rejects_of(rel, F.concat(F.lit("e2o "), act_source),
+    source = F.concat(F.lit("e2o "), act_source)
+    rejects = rejects_of(rel, source,
                          fields=[E2O_EVENT, ACTIVITY, "key", "declared_type", QUAL])
-    e2o = rel.where(F.col(REASON).isNull()).select(
-        E2O_EVENT, E2O_OBJECT, F.col("declared_type").alias(OTYPE), QUAL).dropDuplicates()
-    return e2o, rejects
+    e2o = keep(rel.where(F.col(REASON).isNull()).select(
+        E2O_EVENT, E2O_OBJECT, F.col("declared_type").alias(OTYPE), QUAL).dropDuplicates(),
+        "ocel_e2o")
+    return e2o, rejects, [_tally(rel, "e2o", source), _tally(e2o, "e2o_kept", F.lit(None))]
 
 
 def _o2o(rows: DataFrame | None, objects: DataFrame, keep: Keep
-         ) -> tuple[DataFrame, DataFrame | None]:
-    """Object-to-object relations between known objects and their rejects (None: no
-    relation in the mapping)."""
+         ) -> tuple[DataFrame, DataFrame | None, list[DataFrame]]:
+    """Object-to-object relations between known objects, their rejects (None: no relation
+    in the mapping) and tallies."""
     if rows is None:
         empty = objects.sparkSession.createDataFrame(
             [], "ocel_source_id string, ocel_target_id string, ocel_qualifier string")
-        return empty, None
+        return empty, None, []
     src, tgt = _known(objects, "_s"), _known(objects, "_t")
     o2o = (rows.join(src, rows["ocel_source_id"] == src["_s"], "left")
            .join(tgt, rows["ocel_target_id"] == tgt["_t"], "left"))
@@ -301,20 +342,21 @@ def _o2o(rows: DataFrame | None, objects: DataFrame, keep: Keep
     o2o = keep(o2o.withColumn(REASON, reason), "ocel_o2o_rows")
     rejects = rejects_of(o2o, F.col("source"), fields=[
         "source_key", "source_type", "target_key", "target_type", QUAL])
-    good = o2o.where(F.col(REASON).isNull()).select(
-        "ocel_source_id", "ocel_target_id", QUAL).dropDuplicates()
-    return good, rejects
+    good = keep(o2o.where(F.col(REASON).isNull()).select(
+        "ocel_source_id", "ocel_target_id", QUAL).dropDuplicates(), "ocel_o2o")
+    return good, rejects, [_tally(o2o, "o2o", F.col("source")),
+                           _tally(good, "o2o_kept", F.lit(None))]
 
 
 def _changes(rows: DataFrame | None, objects: DataFrame, mapping: OcelMapping, keep: Keep
-             ) -> tuple[DataFrame, DataFrame | None]:
-    """Attribute changes of known objects, timed within the bounds, and their rejects
-    (None: no change in the mapping)."""
+             ) -> tuple[DataFrame, DataFrame | None, list[DataFrame]]:
+    """Attribute changes of known objects, timed within the bounds, their rejects (None: no
+    change in the mapping) and tallies."""
     if rows is None:
         empty = objects.sparkSession.createDataFrame(
             [], "ocel_id string, ocel_type string, ocel_time timestamp, "
                 "ocel_changed_field string, value string")
-        return empty, None
+        return empty, None, []
     known = _known(objects, "_oid")
     ch = rows.join(known, rows[OID] == known["_oid"], "left")
     reason = _bad_time(F.col("time_raw"), F.col("ocel_time"), mapping,
@@ -324,17 +366,23 @@ def _changes(rows: DataFrame | None, objects: DataFrame, mapping: OcelMapping, k
     ch = keep(ch.withColumn(REASON, reason), "ocel_change_rows")
     rejects = rejects_of(ch, F.col("source"), fields=[
         "key", OTYPE, "time_raw", "ocel_changed_field", "value"])
-    good = ch.where(F.col(REASON).isNull()).select(
-        OID, OTYPE, "ocel_time", "ocel_changed_field", "value").dropDuplicates()
-    return good, rejects
+    good = keep(ch.where(F.col(REASON).isNull()).select(
+        OID, OTYPE, "ocel_time", "ocel_changed_field", "value").dropDuplicates(),
+        "ocel_changes")
+    return good, rejects, [_tally(ch, "changes", F.col("source")),
+                           _tally(good, "changes_kept", F.lit(None))]
 
 
 def validate(planned: OcelPlan, keep: Keep | None = None) -> OcelTables:
-    """The log's tables and its rejects: what breaks a rule of the standard becomes a reject.
-    ``keep`` (e.g. persist) is applied to the validated row sets that both the log and its
-    rejects are derived from, so that nothing is computed twice."""
+    """The log's tables, its rejects and the tallies of both: what breaks a rule of the
+    standard becomes a reject. ``keep`` (e.g. persist) is applied to the validated row sets
+    that both the log and its rejects are derived from, and to the relation and change
+    tables once their duplicates are dropped, so that nothing is computed twice; one action
+    on the tallies then fills them all."""
     keep = keep or (lambda df, name: df)
     mapping = planned.mapping
+    for name, df in planned.shared.items():  # the plans below read the kept frame
+        keep(df, f"source {name}")
     objects_all = keep(planned.objects, "ocel_object_rows")
     events_all = keep(planned.events, "ocel_event_rows")
     act_source = _activity_source(mapping)
@@ -342,17 +390,23 @@ def validate(planned: OcelPlan, keep: Keep | None = None) -> OcelTables:
         OID, OTYPE, TYPE_INDEX, ATTRIBUTES, ROW_ORDER)
     events = events_all.where(F.col(REASON).isNull()).select(
         EID, ACTIVITY, TIMESTAMP, ATTRIBUTES, SRC_ORDER, ROW_ORDER, "objs")
-    e2o, e2o_rejects = _e2o(events, objects, act_source, keep)
-    o2o, o2o_rejects = _o2o(planned.o2o, objects, keep)
-    changes, change_rejects = _changes(planned.changes, objects, mapping, keep)
-    rejects = [rejects_of(objects_all, F.concat(F.lit("object type "), F.col(OTYPE)),
-                          fields=["key", OTYPE, ATTRIBUTES]),
+    e2o, e2o_rejects, e2o_tallies = _e2o(events, objects, act_source, keep)
+    o2o, o2o_rejects, o2o_tallies = _o2o(planned.o2o, objects, keep)
+    changes, change_rejects, change_tallies = _changes(planned.changes, objects, mapping, keep)
+    object_source = F.concat(F.lit("object type "), F.col(OTYPE))
+    rejects = [rejects_of(objects_all, object_source, fields=["key", OTYPE, ATTRIBUTES]),
                rejects_of(events_all, act_source,
                           fields=[ACTIVITY, "timestamp_raw", ATTRIBUTES, "objs"]),
                e2o_rejects, o2o_rejects, change_rejects]
+    tallies = [_tally(objects_all, "objects", object_source, F.col(OTYPE)),
+               _tally(events_all, "events", act_source,
+                      F.when(F.col(REASON).isNull(), F.col(ACTIVITY)),
+                      F.when(F.col(REASON).isNull(), F.col(SRC_ORDER))),
+               *e2o_tallies, *o2o_tallies, *change_tallies]
     return OcelTables(events=events.drop("objs"), objects=objects, e2o=e2o, o2o=o2o,
                       changes=changes,
-                      rejects=reduce(DataFrame.unionByName, [r for r in rejects if r is not None]))
+                      rejects=reduce(DataFrame.unionByName, [r for r in rejects if r is not None]),
+                      tallies=reduce(DataFrame.unionByName, tallies))
 
 
 def build(spark: SparkSession, mapping: OcelMapping, keep: Keep | None = None) -> OcelTables:

@@ -8,13 +8,13 @@ timestamps keep the classic order (``schema.ORDER``).
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sparkfield.core.practices import cached_rows
 from sparkfield.core.report import Stats
 from sparkfield.process.ocel.build import (
     E2O_EVENT,
@@ -24,6 +24,7 @@ from sparkfield.process.ocel.build import (
     OcelTables,
     object_key,
 )
+from sparkfield.process.ocel.mapping import OcelMapping
 from sparkfield.process.schema import (
     ACTIVITY,
     ATTRIBUTES,
@@ -35,7 +36,7 @@ from sparkfield.process.schema import (
     SRC_ORDER,
     TIMESTAMP,
 )
-from sparkfield.process.views import Views, case_sequences, compute_views
+from sparkfield.process.views import Views, case_sequences, cases, compute_views
 
 VARIANT_COLUMNS = ("variant", "cases", "share", "mean_duration_s")
 
@@ -57,33 +58,130 @@ def flatten(tables: OcelTables, object_type: str) -> DataFrame:
 
 @dataclass
 class TypeViews:
-    """What :func:`type_views` returns for one object type. ``variants`` stays cached until
+    """One object type's views (see :func:`all_type_views`). ``variants`` stays cached until
     the ``stack`` given to it closes; so do ``events`` (the flattened log) and ``views`` when
     the log is kept (the case object type's classic log), else they are None."""
 
-    small: dict[str, pd.DataFrame]  # dfg and activities, collected
+    # dfg and activities, collected; variants too when the log is small (SMALL_CASES), and,
+    # for the case object type, start_activities and end_activities
+    small: dict[str, pd.DataFrame]
     variants: DataFrame  # variant, cases, share, mean_duration_s
     flattened: dict[str, int]  # cases, events, dfg_arcs
     events: DataFrame | None = None
     views: Views | None = None
 
 
-def type_views(tables: OcelTables, otype: str, stack: ExitStack, stats: Stats,
-               keep_log: bool = False) -> TypeViews:
-    """One object type's flattened log and its views. Only the variants stay cached on
-    ``stack`` unless ``keep_log``: the flattened log of one type is released before the next
-    type's is built."""
-    with ExitStack() as own:
-        log_stack = stack if keep_log else own
-        ev, n_events = log_stack.enter_context(cached_rows(flatten(tables, otype),
-                                                           f"flat_{otype}", report=stats))
-        seqs, n_cases = log_stack.enter_context(cached_rows(case_sequences(ev),
-                                                            f"seqs_{otype}", report=stats))
-        views = compute_views(ev, seqs, n_cases)
-        small = {"dfg": views.dfg.toPandas(), "activities": views.activities.toPandas()}
-        variants, _ = stack.enter_context(cached_rows(
-            views.variants.select(*VARIANT_COLUMNS), f"variants_{otype}", report=stats))
-    return TypeViews(small=small, variants=variants,
-                     flattened={"cases": n_cases, "events": n_events,
-                                "dfg_arcs": len(small["dfg"])},
-                     events=ev if keep_log else None, views=views if keep_log else None)
+# the directly-follows pairs of a case's sequence, as process.views.dfg makes them
+_PAIRS = ("CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
+          "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
+          "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
+          "ELSE array() END")
+
+
+SMALL_CASES = 100_000
+"""Up to this many cases over all the object types, the variants (at most one per case) are
+collected with the other small views and written from the driver, not by one Spark job per
+type."""
+
+
+def _persist(df: DataFrame, stack: ExitStack) -> DataFrame:
+    persisted = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+    stack.callback(persisted.unpersist, True)
+    return persisted
+
+
+def _type_of(case: Column) -> Column:
+    """The object type of an object id (``<type>:<key>``; a type name holds no ':')."""
+    return F.substring_index(case, ":", 1)
+
+
+def all_sequences(tables: OcelTables) -> DataFrame:
+    """Every object type's flattened cases at once: ``case_sequences`` of the flattened logs
+    of all the types together, a case being the object id (unique across the types), with
+    its ``ocel_type``."""
+    rel = tables.e2o.select(E2O_EVENT, E2O_OBJECT).dropDuplicates()
+    ev = tables.events.select(EID, ACTIVITY, TIMESTAMP, SRC_ORDER, ROW_ORDER)
+    flat = ev.join(rel, ev[EID] == rel[E2O_EVENT]).select(
+        F.col(E2O_OBJECT).alias(CASE), ACTIVITY, TIMESTAMP, SRC_ORDER, ROW_ORDER)
+    return case_sequences(flat).withColumn(OTYPE, _type_of(F.col(CASE)))
+
+
+def _split(table: pd.DataFrame, otypes: list[str], order: list[str], ascending: list[bool]
+           ) -> dict[str, pd.DataFrame]:
+    """A collected table of every type, one table per type in the classic views' order."""
+    out = {}
+    for otype in otypes:
+        part = table[table[OTYPE] == otype].drop(columns=[OTYPE])
+        out[otype] = part.sort_values(order, ascending=ascending, kind="stable").reset_index(
+            drop=True)
+    return out
+
+
+def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, stats: Stats
+                   ) -> dict[str, TypeViews]:
+    """Every object type's flattened views, all the types in the same few Spark jobs: the
+    flattened cases of every type are built and cached once, and each view is one
+    aggregation grouped by type (the classic views of ``process.views``, computed per type);
+    dfg and activities are small and collected. The variants stay cached on ``stack``, and,
+    for the case object type, its flattened log and classic views."""
+    otypes = list(mapping.objects)
+    seqs = _persist(all_sequences(tables), stack)
+    with stats.step("cache flattened_cases"):
+        sizes = {r[OTYPE]: (r["cases"], r["events"]) for r in seqs.groupBy(OTYPE).agg(
+            F.count(F.lit(1)).alias("cases"),
+            F.sum(F.size("seq")).alias("events")).collect()}
+    stats.cached.append({"name": "flattened_cases", "level": "MEMORY_AND_DISK_DESER",
+                         "rows": sum(c for c, _ in sizes.values())})
+    arcs = seqs.select(OTYPE, F.explode(F.expr(_PAIRS)).alias("p")).select(OTYPE, "p.*")
+    dfg = (arcs.groupBy(OTYPE, "source", "target")
+           .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"),
+                F.percentile("d", 0.5).alias("median_s"))).toPandas()
+    dfgs = _split(dfg, otypes, ["frequency", "source", "target"], [False, True, True])
+    acts = (seqs.select(OTYPE, CASE, F.explode("seq.a").alias(ACTIVITY))
+            .groupBy(OTYPE, ACTIVITY)
+            .agg(F.count(F.lit(1)).alias("events"), F.countDistinct(CASE).alias("cases"))
+            ).toPandas()
+    activities = _split(acts, otypes, ["events", ACTIVITY], [False, True])
+    n_cases = {t: sizes.get(t, (0, 0))[0] for t in otypes}
+    case_table = cases(seqs).withColumn(OTYPE, _type_of(F.col(CASE)))
+    share = F.col("cases") / F.element_at(F.create_map(*[
+        x for t, n in n_cases.items() for x in (F.lit(t), F.lit(max(n, 1)))]), F.col(OTYPE))
+    variants = _persist(case_table.groupBy(OTYPE, "variant").agg(
+        F.count(F.lit(1)).alias("cases"), F.avg("duration_s").alias("mean_duration_s"))
+        .withColumn("share", share), stack)
+    collected = {}
+    if sum(n_cases.values()) <= SMALL_CASES:
+        collected = _split(variants.select(OTYPE, *VARIANT_COLUMNS).toPandas(), otypes,
+                           ["cases", "variant"], [False, True])
+    out = {}
+    for otype in otypes:
+        small = {"dfg": dfgs[otype], "activities": activities[otype]}
+        if otype in collected:
+            small["variants"] = collected[otype]
+        mine = (variants.where(F.col(OTYPE) == otype).orderBy(F.desc("cases"), "variant")
+                .select(*VARIANT_COLUMNS))
+        tv = TypeViews(small=small, variants=mine,
+                       flattened={"cases": n_cases[otype],
+                                  "events": sizes.get(otype, (0, 0))[1] or 0,
+                                  "dfg_arcs": len(small["dfg"])})
+        if otype == mapping.case_object_type:
+            tv.events = _persist(flatten(tables, otype), stack)
+            own = seqs.where(F.col(OTYPE) == otype).select(
+                object_key(otype, F.col(CASE)).alias(CASE), "seq")
+            tv.views = replace(compute_views(tv.events, own, n_cases[otype]),
+                               variants=mine)
+            small.update(_endpoints(own))
+        out[otype] = tv
+    return out
+
+
+def _endpoints(seqs: DataFrame) -> dict[str, pd.DataFrame]:
+    """start_activities and end_activities (activity, cases) of one type's sequences, in
+    one Spark job, ordered as ``process.views.endpoint_activities`` orders them."""
+    ends = seqs.select(F.element_at("seq", 1)["a"].alias("start"),
+                       F.element_at("seq", -1)["a"].alias("end"))
+    both = (ends.select(F.lit("start").alias(OTYPE), F.col("start").alias(ACTIVITY))
+            .unionByName(ends.select(F.lit("end").alias(OTYPE), F.col("end").alias(ACTIVITY)))
+            .groupBy(OTYPE, ACTIVITY).agg(F.count(F.lit(1)).alias("cases")).toPandas())
+    split = _split(both, ["start", "end"], ["cases", ACTIVITY], [False, True])
+    return {"start_activities": split["start"], "end_activities": split["end"]}

@@ -55,15 +55,20 @@ class Types:
     objects: dict[str, list[str]]
 
 
-def log_types(tables: OcelTables, mapping: OcelMapping) -> Types:
+def log_types(tables: OcelTables, mapping: OcelMapping,
+              present: Iterable[tuple[str, int]] | None = None) -> Types:
     """The attribute names per type: from the mapping, for the event types present (an
-    activity given by an expression is known only from the data; a small distinct)."""
-    acts = tables.events.select(ACTIVITY, "src_order").distinct().collect()
+    activity given by an expression is known only from the data). ``present``: the
+    (activity, src_order) pairs of the events when already known (the validation's tally),
+    else a small distinct of the events."""
+    if present is None:
+        present = [(r[ACTIVITY], r["src_order"]) for r in
+                   tables.events.select(ACTIVITY, "src_order").distinct().collect()]
     by_index = {a.index: list(a.attributes) for a in mapping.activities}
     events: dict[str, list[str]] = {}
-    for r in sorted(acts, key=lambda r: (r[ACTIVITY], r["src_order"])):
-        names = events.setdefault(r[ACTIVITY], [])
-        names.extend(n for n in by_index[r["src_order"]] if n not in names)
+    for activity, src_order in sorted(set(present)):
+        names = events.setdefault(activity, [])
+        names.extend(n for n in by_index[src_order] if n not in names)
     objects = {}
     for t in mapping.objects.values():
         names = [SOURCE_KEY, *t.attributes]
