@@ -23,6 +23,11 @@ def describe(result: EmbedResult) -> str:
     lines = [f"{rep.outputs.get('embeddings', 0):,} embeddings of {rep.inputs.get('texts', 0):,} "
              f"texts ({rep.counts.get('truncated', 0)} truncated, {rep.total_rejects:,} "
              f"rejected{': ' + reasons if reasons else ''})"]
+    split = rep.counts.get("embed_task_seconds")
+    if split and sum(split.values()) > 0:
+        total = sum(split.values())
+        lines.append("embedding time, task seconds: " + ", ".join(
+            f"{part} {seconds:.2f} ({seconds / total:.0%})" for part, seconds in split.items()))
     if result.output:
         lines.append(f"outputs: {result.output}/")
     return "\n".join(lines)

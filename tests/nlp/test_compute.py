@@ -40,6 +40,12 @@ def test_compute_counts_embeddings_rejects_and_neighbours_without_a_report(spark
     assert s.rejects == {"texts": {"null text": 1, "empty text": 1}}
     assert s.counts["embedded_now"] == 3 and s.counts["truncated"] == 0
     assert s.counts["dimensions"] == 384
+    # where the workers' time went: in the counts, not in the rows
+    split = s.counts["embed_task_seconds"]
+    assert list(split) == ["load", "arrow_in", "tokenise", "model", "pool", "arrow_out"]
+    assert split["model"] > 0 and split["tokenise"] > 0 and min(split.values()) >= 0
+    assert c.embeddings.columns == c.embedded.columns == [
+        "id", "text", "embedding", "truncated", "reason"]
     assert [(x["name"], x["rows"]) for x in s.cached] == [("embeddings", 5)]
     # every embedded text's two nearest others: 3 queries x 2
     table = c.extras["neighbors"]

@@ -22,6 +22,7 @@ from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
 from sparkfield.nlp.sparknlp import EngineUnavailable, coordinate, require_spark_nlp
 from sparkfield.text.normalise import sentences
 from sparkfield.text.parse import page_text
+from tests.conftest import job_module
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +124,10 @@ def test_embed_job_end_to_end(spark, repo_root, tmp_path, real_sentences):
     assert res.report.outputs["embeddings"] == len(real_sentences)
     emb = pd.read_parquet(out / "embeddings")
     assert set(emb.columns) == {"id", "text", "embedding", "truncated", "reason"}
+    report = json.loads((out / "run_report.json").read_text())
+    split = report["counts"]["embed_task_seconds"]
+    assert split["model"] > 0 and split["model"] == max(split.values())
+    assert "embedding time, task seconds: load " in job_module("embed").describe(res)
     assert len(emb["embedding"].iloc[0]) == 384
     topics = pd.read_csv(out / "topics.csv")
     assert topics["size"].sum() == len(real_sentences) and len(topics) == 4

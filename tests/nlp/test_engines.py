@@ -9,14 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import torch
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError, DeviceError
 from sparkfield.nlp import run
-from sparkfield.nlp.embed import EngineSpec, embed
-from sparkfield.nlp.encoder import Encoder
+from sparkfield.nlp.embed import SPLIT, EngineSpec, embed, encoded_array, with_split
+from sparkfield.nlp.encoder import Encoder, Split
 from sparkfield.nlp.model import check_model_dir
 from sparkfield.nlp.onnx_engine import OnnxEncoder, _atomic, ensure_onnx, providers
 from sparkfield.text.normalise import sentences
@@ -140,17 +141,17 @@ def test_bucketed_batches_cut_padding_and_keep_order(torch_encoder, wiki_sentenc
              wiki_sentences[1], "Ok."]
     widths: dict[bool, list[int]] = {True: [], False: []}
     for bucket in (False, True):
-        run_ = torch_encoder.run
+        forward = torch_encoder.forward
 
-        def spy(batch, bucket=bucket, run_=run_):
+        def spy(batch, bucket=bucket, forward=forward):
             widths[bucket].append(batch["input_ids"].size)
-            return run_(batch)
+            return forward(batch)
 
-        torch_encoder.run = spy
+        torch_encoder.forward = spy
         try:
             emb, _ = torch_encoder.encode(texts, 2, bucket=bucket)
         finally:
-            del torch_encoder.run
+            del torch_encoder.forward
         alone = np.concatenate([torch_encoder.encode([t])[0] for t in texts])
         assert _cos(emb, alone).min() >= 0.99999  # row i is still text i
     # padded token cells: 536 against 636 for these texts in batches of two
@@ -203,6 +204,7 @@ def test_content_store_embeds_only_unseen_texts(spark, repo_root, tmp_path, wiki
     c1 = r1.report.counts
     assert (c1["cache_hits"], c1["cache_misses"], c1["cache_new_texts"]) == (0, 13, 12)
     assert c1["embedded_now"] == 12 and c1["embed_sentences_per_s"] > 0
+    assert c1["embed_task_seconds"]["model"] > 0
 
     r2 = run(spark, _job(repo_root, src2, tmp_path / "o2", cache_dir=str(store), **common))
     c2 = r2.report.counts
@@ -288,3 +290,42 @@ def test_job_flags_reach_the_engine(repo_root):
     assert (args.engine, args.quantize, args.bucket) == ("onnx", "int8", False)
     with pytest.raises(SystemExit):
         job_parser("embed").parse_args(["--input", "x", "--quantize", "int4"])
+
+
+def test_encoded_batch_puts_vectors_at_their_rows_and_nulls_elsewhere():
+    vectors = np.arange(6, dtype=np.float32).reshape(2, 3)
+    embedding, truncated = encoded_array(4, np.array([1, 3]), vectors, np.array([True, False]))
+    assert embedding.type == pa.list_(pa.field("element", pa.float32(), nullable=False))
+    assert embedding.to_pylist() == [None, [0.0, 1.0, 2.0], None, [3.0, 4.0, 5.0]]
+    assert truncated.to_pylist() == [None, True, None, False]
+    none, _ = encoded_array(2, np.array([], dtype=np.int64), np.zeros((0, 0), np.float32),
+                            np.zeros(0, bool))
+    assert none.to_pylist() == [None, None]
+    split = Split(load=1.0, model=2.5)
+    batch = with_split([embedding, truncated], split).to_pylist()
+    assert batch[0][SPLIT] == {"load": 1.0, "arrow_in": 0.0, "tokenise": 0.0, "model": 2.5,
+                               "pool": 0.0, "arrow_out": 0.0}
+    assert [row[SPLIT] for row in batch[1:]] == [None] * 3
+
+
+def test_encoders_time_tokenising_model_and_pooling(folder, onnx_dir, torch_encoder,
+                                                     wiki_sentences):
+    onnx = OnnxEncoder(folder, "cpu", threads=1, onnx_dir=str(onnx_dir))
+    for enc in (torch_encoder, onnx):
+        split = Split()
+        enc.encode(wiki_sentences[:40], 16, True, split)
+        assert split.model > 0 and split.tokenise > 0 and split.pool > 0
+        assert split.model > split.tokenise + split.pool  # the model is what takes the time
+        assert (split.load, split.arrow_in, split.arrow_out) == (0, 0, 0)  # the column's
+
+
+def test_batch_tokenising_gives_the_tokenizers_own_ids(torch_encoder, wiki_sentences):
+    texts = wiki_sentences[:80] + [LONG, "Hi.", "Ünïcödé café, naïve — 日本語のテキスト"]
+    assert torch_encoder._cutters is not None  # the Rust tokenizer called directly
+    got = torch_encoder.tokenize(texts)
+    tok, most = torch_encoder.tokenizer, torch_encoder.max_tokens
+    ref = tok(texts, truncation=True, max_length=most)
+    assert got.ids == ref["input_ids"] and got.type_ids == ref["token_type_ids"]
+    whole = tok(texts)["input_ids"]
+    assert got.truncated.tolist() == [len(ids) > most for ids in whole]
+    assert got.truncated[-3] and got.truncated.sum() == 1

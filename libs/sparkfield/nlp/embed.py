@@ -1,8 +1,15 @@
-"""Sentence embeddings as a Spark column: a pandas UDF over the text column hands each Python
+"""Sentence embeddings as a Spark column: an Arrow UDF over the text column hands each Python
 worker its texts in Arrow batches; the encoder (torch or ONNX Runtime) loads once per worker
 process and is reused by every later task there. Inside each Arrow batch the texts are ordered
 by token length before being cut into model batches (less padding), and the results are put
-back in input order. A null or blank text gets a null embedding.
+back in input order. A null or blank text gets a null embedding. The embeddings go back as one
+float32 buffer with offsets (no Python object per row).
+
+Each Arrow batch's first row also carries where the worker's time went on that batch
+(:class:`~sparkfield.nlp.encoder.Split`: loading, Arrow in and out, tokenising, model,
+pooling); :func:`embed_texts` keeps it on request and :func:`split_seconds` sums it. A side
+output of the rows, not an accumulator: it works over Spark Connect, and a retried task is not
+counted twice in a cached result.
 
 One implementation serves the Spark ML stage (:class:`~sparkfield.nlp.stage.SentenceEmbeddings`)
 and the embed job (:func:`embed_texts`; the job also keeps rows without an id of its own, null,
@@ -12,12 +19,13 @@ runs over Spark Connect too; :func:`ready` is where classic Spark and Connect di
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -27,14 +35,19 @@ from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.ship import ship_dir, shipped_dir
 from sparkfield.core.workers import in_worker
 from sparkfield.nlp.device import choose_device, task_gpu_addresses
+from sparkfield.nlp.encoder import Split
 from sparkfield.nlp.model import check_model_dir
 
 ENGINES = ("torch", "onnx")
 MAX_REPEATED_IDS = 100_000
 EMBEDDING = "embedding"  # the job's embedding column; the stage's default output column
+SPLIT = "__split"  # where a worker's time went, on the first row of each Arrow batch
+SPLIT_TYPE = T.StructType([T.StructField(name, T.DoubleType(), False)
+                           for name in Split.parts()])
 ENCODED = T.StructType([
     T.StructField(EMBEDDING, T.ArrayType(T.FloatType(), False), True),
     T.StructField("truncated", T.BooleanType(), True),
+    T.StructField(SPLIT, SPLIT_TYPE, True),
 ])
 
 
@@ -77,7 +90,9 @@ class EngineSpec:
             return Encoder(folder, device, self.max_tokens, self.half, self.threads)
         from sparkfield.nlp.onnx_engine import OnnxEncoder
 
-        device = choose_device(self.device, gpus, _cuda_visible(gpus))
+        # on the CPU, torch is not imported only to ask it about GPUs
+        device = "cpu" if self.device == "cpu" else choose_device(
+            self.device, gpus, _cuda_visible(gpus))
         return OnnxEncoder(folder, device, self.max_tokens, self.threads,
                            self.quantize, self.onnx_dir, self._onnx_file_here(folder))
 
@@ -131,23 +146,77 @@ def worker_encoder(spec: EngineSpec):
 
 def embedding_udf(spec: EngineSpec, batch_size: int = 64,
                   bucket: bool = True) -> Callable[[Column], Column]:
-    """A pandas UDF: a string column -> struct<embedding array<float>, truncated boolean>, both
-    null for a null text. Rows keep their order."""
+    """An Arrow UDF: a string column -> struct<embedding array<float>, truncated boolean,
+    __split> (:data:`ENCODED`); embedding and truncated are null for a null text. Rows keep
+    their order."""
 
-    def encode(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
-        encoder = None
-        for texts in batches:
-            present = np.flatnonzero(texts.notna().to_numpy())
-            embeddings: list[np.ndarray | None] = [None] * len(texts)
-            truncated: list[bool | None] = [None] * len(texts)
+    def encode(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+        clock = time.perf_counter
+        encoder, split = None, Split()
+        batches = iter(batches)
+        while True:
+            t0 = clock()
+            texts = next(batches, None)
+            if texts is None:
+                return
+            present = np.flatnonzero(texts.is_valid().to_numpy(zero_copy_only=False))
+            strings = texts.drop_null().to_pylist()
+            t1 = clock()
+            split.arrow_in += t1 - t0
+            vectors, cut = np.zeros((0, 0), np.float32), np.zeros(0, bool)
             if len(present):
-                encoder = encoder or worker_encoder(spec)
-                vectors, cut = encoder.encode(texts.iloc[present].tolist(), batch_size, bucket)
-                for row, vector, was_cut in zip(present, vectors, cut, strict=True):
-                    embeddings[row], truncated[row] = vector, bool(was_cut)
-            yield pd.DataFrame({EMBEDDING: embeddings, "truncated": truncated})
+                if encoder is None:
+                    encoder = worker_encoder(spec)
+                    split.load += clock() - t1
+                vectors, cut = encoder.encode(strings, batch_size, bucket, split)
+            t0 = clock()
+            result = encoded_array(len(texts), present, vectors, cut)
+            split.arrow_out += clock() - t0
+            out, split = with_split(result, split), Split()
+            t0 = clock()
+            yield out
+            # handing the batch back to Spark, counted with the next batch (the last
+            # batch's hand-back comes after its split was sent: not counted)
+            split.arrow_out += clock() - t0
 
-    return F.pandas_udf(in_worker(encode), ENCODED)
+    return F.arrow_udf(in_worker(encode), ENCODED)
+
+
+_EMBEDDING_ARROW = pa.list_(pa.field("element", pa.float32(), nullable=False))
+
+
+def encoded_array(n: int, present: np.ndarray, vectors: np.ndarray,
+                  cut: np.ndarray) -> list[pa.Array]:
+    """The embedding and truncated arrays of ``n`` rows: ``vectors[k]`` and ``cut[k]`` at row
+    ``present[k]``, null elsewhere. The vectors are one float32 buffer with list offsets."""
+    missing = np.ones(n, dtype=bool)
+    missing[present] = False
+    dim = vectors.shape[1] if vectors.ndim == 2 else 0
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.where(missing, 0, dim), out=offsets[1:])
+    values = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1))
+    embedding = pa.ListArray.from_arrays(pa.array(offsets), values, type=_EMBEDDING_ARROW,
+                                         mask=pa.array(missing))
+    truncated = np.zeros(n, dtype=bool)
+    truncated[present] = cut
+    return [embedding, pa.array(truncated, mask=missing)]
+
+
+def with_split(arrays: list[pa.Array], split: Split) -> pa.StructArray:
+    """:data:`ENCODED` of ``arrays`` (embedding, truncated), with ``split`` on the first row."""
+    n = len(arrays[0])
+    later = np.arange(n) > 0
+    times = pa.StructArray.from_arrays(
+        [pa.array(np.full(n, v)) for v in split.values()], names=list(Split.parts()),
+        mask=pa.array(later))
+    return pa.StructArray.from_arrays([*arrays, times], names=[EMBEDDING, "truncated", SPLIT])
+
+
+def split_seconds(rows: DataFrame, column: str = SPLIT) -> dict[str, float]:
+    """Task seconds per part (:class:`~sparkfield.nlp.encoder.Split`) summed over ``rows``'
+    ``column`` (one Spark job)."""
+    sums = rows.agg(*(F.sum(F.col(column)[name]).alias(name) for name in Split.parts())).first()
+    return {name: round(float(sums[name] or 0.0), 3) for name in Split.parts()}
 
 
 def blank(text: Column) -> Column:
@@ -165,14 +234,15 @@ def embedding_column(text: Column, spec: EngineSpec, batch_size: int = 64,
 
 
 def embed_texts(df: DataFrame, spec: EngineSpec, batch_size: int = 64,
-                bucket: bool = True) -> DataFrame:
+                bucket: bool = True, split: bool = False) -> DataFrame:
     """``df`` (id string, text string, every text non-empty) -> id, text, embedding,
-    truncated. Row order inside each partition is kept."""
+    truncated (and :data:`SPLIT` when ``split``). Row order inside each partition is kept."""
     encoded = embedding_udf(spec, batch_size, bucket)(F.col("text"))
+    extra = [f"__encoded.{SPLIT}"] if split else []
     return df.select(F.col("id").cast("string").alias("id"),
                      F.col("text").cast("string").alias("text")).select(
         "id", "text", encoded.alias("__encoded")).select(
-        "id", "text", f"__encoded.{EMBEDDING}", "__encoded.truncated")
+        "id", "text", f"__encoded.{EMBEDDING}", "__encoded.truncated", *extra)
 
 
 def ready(spark: SparkSession, spec: EngineSpec,
@@ -208,13 +278,16 @@ def exported(spec: EngineSpec, on_rebuild: Callable[[str], None] | None = None) 
 def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str = "auto",
           batch_size: int = 64, max_tokens: int = 256, half: bool = False,
           threads: int | None = None, engine: str = "torch", quantize: str = "none",
-          onnx_dir: str | None = None, bucket: bool = True) -> DataFrame:
-    """id, text, embedding (array<float>), truncated, reason — one row per input row."""
+          onnx_dir: str | None = None, bucket: bool = True, split: bool = False) -> DataFrame:
+    """id, text, embedding (array<float>), truncated, reason — one row per input row (and
+    :data:`SPLIT` when ``split``: null on rejected rows)."""
     spec = EngineSpec(str(folder), engine, device, max_tokens, half, threads, quantize,
                       onnx_dir)
     good, bad = split_texts(df, text_col, id_col)
-    embedded = embed_texts(good, spec, batch_size, bucket).withColumn(
+    embedded = embed_texts(good, spec, batch_size, bucket, split).withColumn(
         "reason", F.lit(None).cast("string"))
+    if split:
+        bad = bad.withColumn(SPLIT, F.lit(None).cast(SPLIT_TYPE))
     return embedded.unionByName(bad)
 
 

@@ -1,13 +1,54 @@
 """The sentence encoders: tokenise with truncation, pad each batch to its longest text, run the
 model, mean-pool over real tokens, L2-normalise (the all-MiniLM-L6-v2 recipe). Two backends
-share the tokenising and batching: torch (transformers) and ONNX Runtime."""
+share the tokenising and batching: torch (transformers) and ONNX Runtime.
+
+:meth:`BaseEncoder.encode` times its parts into a :class:`Split`, so a run can tell the model's
+time from everything around it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass
+class Split:
+    """Seconds spent on each part of embedding, summed over batches.
+
+    ``tokenise``: the tokenizer and the padded id arrays; ``model``: the model's forward pass
+    (the ONNX export pools and normalises inside its graph, so there that is model time too);
+    ``pool``: mean pooling, normalisation and putting rows back in input order outside the
+    model. The Spark column adds what a worker does around the encoder: ``load`` (building
+    the encoder, once per Python worker), ``arrow_in`` (waiting for an Arrow batch and reading
+    its texts) and ``arrow_out`` (building the result batch and handing it back)."""
+
+    load: float = 0.0
+    arrow_in: float = 0.0
+    tokenise: float = 0.0
+    model: float = 0.0
+    pool: float = 0.0
+    arrow_out: float = 0.0
+
+    @classmethod
+    def parts(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def values(self) -> list[float]:
+        return [getattr(self, name) for name in self.parts()]
+
+
+def _truncating(backend, longest: int):
+    """A copy of a ``tokenizers.Tokenizer`` that truncates to ``longest`` tokens and pads
+    nothing (the batches are padded to their longest text later)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(backend.to_str())
+    tok.no_padding()
+    tok.enable_truncation(longest)
+    return tok
 
 
 @dataclass
@@ -24,7 +65,8 @@ class Tokens:
 
 
 class BaseEncoder:
-    """Tokenising, padding and batching; a backend implements :meth:`run`."""
+    """Tokenising, padding and batching; a backend implements :meth:`forward` and
+    :meth:`pool`."""
 
     folder: Path
     max_tokens: int
@@ -36,66 +78,105 @@ class BaseEncoder:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.wants_type_ids = "token_type_ids" in self.tokenizer.model_input_names
+        # the fast tokenizer's own Rust tokenizer, called on whole lists (no Python objects
+        # per token beyond the ids): one truncating at max_tokens + 1, one at max_tokens
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        self._cutters = None
+        if backend is not None:
+            self._cutters = tuple(_truncating(backend, n)
+                                  for n in (self.max_tokens + 1, self.max_tokens))
+
+    def _token_ids(self, texts: list[str], longest: int) -> tuple[list, list | None]:
+        """Token ids (and token type ids, where the model takes them) of ``texts``, truncated
+        to ``longest`` (``max_tokens`` or one more)."""
+        if self._cutters is not None:
+            cutter = self._cutters[0 if longest > self.max_tokens else 1]
+            encode = getattr(cutter, "encode_batch_fast", cutter.encode_batch)  # no offsets
+            encodings = encode(texts)
+            types = [e.type_ids for e in encodings] if self.wants_type_ids else None
+            return [e.ids for e in encodings], types
+        enc = self.tokenizer(texts, truncation=True, max_length=longest,
+                             return_attention_mask=False,
+                             return_token_type_ids=self.wants_type_ids)
+        return enc["input_ids"], enc.get("token_type_ids") if self.wants_type_ids else None
 
     def tokenize(self, texts: list[str]) -> Tokens:
         """One pass at ``max_tokens + 1`` tells which texts are longer than ``max_tokens``;
         only those are tokenised again at ``max_tokens``."""
-        tok = self.tokenizer
-        kw = {"return_attention_mask": False, "return_token_type_ids": self.wants_type_ids}
-        enc = tok(texts, truncation=True, max_length=self.max_tokens + 1, **kw)
-        ids = enc["input_ids"]
-        types = enc.get("token_type_ids") if self.wants_type_ids else None
+        ids, types = self._token_ids(texts, self.max_tokens + 1)
         truncated = np.fromiter((len(i) > self.max_tokens for i in ids), dtype=bool,
                                 count=len(ids))
         long = np.flatnonzero(truncated).tolist()
         if long:
-            again = tok([texts[i] for i in long], truncation=True, max_length=self.max_tokens,
-                        **kw)
+            again, again_types = self._token_ids([texts[i] for i in long], self.max_tokens)
             for j, i in enumerate(long):
-                ids[i] = again["input_ids"][j]
-                if types is not None:
-                    types[i] = again["token_type_ids"][j]
+                ids[i] = again[j]
+                if types is not None and again_types is not None:
+                    types[i] = again_types[j]
         return Tokens(ids, types, truncated)
 
     def pad(self, tokens: Tokens, rows: np.ndarray | list[int]) -> dict[str, np.ndarray]:
         """int64 input_ids, attention_mask (and token_type_ids) of ``rows``, padded to the
         longest of them."""
-        width = max(len(tokens.ids[i]) for i in rows)
-        n = len(rows)
-        ids = np.full((n, width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((n, width), dtype=np.int64)
-        types = np.zeros((n, width), dtype=np.int64) if self.wants_type_ids else None
-        for r, i in enumerate(rows):
-            k = len(tokens.ids[i])
-            ids[r, :k] = tokens.ids[i]
-            mask[r, :k] = 1
-            if types is not None and tokens.type_ids is not None:
-                types[r, :k] = tokens.type_ids[i]
-        batch = {"input_ids": ids, "attention_mask": mask}
-        if types is not None:
+        lengths = np.fromiter((len(tokens.ids[i]) for i in rows), dtype=np.int64,
+                              count=len(rows))
+        mask = np.arange(lengths.max(initial=0)) < lengths[:, None]
+        ids = np.full(mask.shape, self.pad_id, dtype=np.int64)
+        ids[mask] = np.concatenate([tokens.ids[i] for i in rows])  # row-major: row by row
+        batch = {"input_ids": ids, "attention_mask": mask.astype(np.int64)}
+        if self.wants_type_ids:
+            types = np.zeros(mask.shape, dtype=np.int64)
+            if tokens.type_ids is not None:
+                types[mask] = np.concatenate([tokens.type_ids[i] for i in rows])
             batch["token_type_ids"] = types
         return batch
 
-    def run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        """Normalised sentence embeddings float32 [n, dim] of one padded batch."""
+    def forward(self, batch: dict[str, np.ndarray]):
+        """The model's output for one padded batch (what :meth:`pool` takes)."""
         raise NotImplementedError
 
-    def encode(self, texts: list[str], batch_size: int | None = None,
-               bucket: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def pool(self, output, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """Normalised sentence embeddings float32 [n, dim] from :meth:`forward`'s output."""
+        raise NotImplementedError
+
+    def run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """Normalised sentence embeddings float32 [n, dim] of one padded batch."""
+        return self.pool(self.forward(batch), batch)
+
+    def encode(self, texts: list[str], batch_size: int | None = None, bucket: bool = False,
+               split: Split | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings float32 [n, dim], truncated bool [n]) in the order of ``texts``.
 
         ``bucket``: batch the texts in order of token length (less padding); the result is
-        put back in input order. ``batch_size`` None: one batch."""
+        put back in input order. ``batch_size`` None: one batch. ``split``: where the time
+        went is added to it."""
+        split = split if split is not None else Split()
+        clock = time.perf_counter
+        t0 = clock()
         tokens = self.tokenize(texts)
         n = len(texts)
+        split.tokenise += clock() - t0
         if n == 0:
             return np.zeros((0, 0), dtype=np.float32), tokens.truncated
         order = np.argsort(tokens.lengths, kind="stable") if bucket else np.arange(n)
         size = batch_size or n
-        parts = [self.run(self.pad(tokens, order[i:i + size])) for i in range(0, n, size)]
+        parts = []
+        for i in range(0, n, size):
+            t0 = clock()
+            batch = self.pad(tokens, order[i:i + size])
+            t1 = clock()
+            output = self.forward(batch)
+            t2 = clock()
+            parts.append(self.pool(output, batch))
+            t3 = clock()
+            split.tokenise += t1 - t0
+            split.model += t2 - t1
+            split.pool += t3 - t2
+        t0 = clock()
         emb = np.concatenate(parts).astype(np.float32, copy=False)
         out = np.empty_like(emb)
         out[order] = emb
+        split.pool += clock() - t0
         return out, tokens.truncated
 
 
@@ -125,12 +206,21 @@ class Encoder(BaseEncoder):
             model = model.half()
         self.model = model
 
-    def run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+    def forward(self, batch: dict[str, np.ndarray]):
+        """(last hidden state, attention mask) as tensors on the model's device."""
         torch = self.torch
         inputs = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
         with torch.inference_mode():
             hidden = self.model(**inputs).last_hidden_state
-            mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        if self.device.startswith("cuda"):  # the model's time, not the pooling's
+            torch.cuda.synchronize(self.device)
+        return hidden, inputs["attention_mask"]
+
+    def pool(self, output, batch: dict[str, np.ndarray]) -> np.ndarray:
+        torch = self.torch
+        hidden, attention = output
+        with torch.inference_mode():
+            mask = attention.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
         return pooled.cpu().numpy()

@@ -30,13 +30,16 @@ from sparkfield.core.stopwords import english_stopwords
 from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.cache import EmbeddingStore, lookup
 from sparkfield.nlp.embed import (
+    SPLIT,
     EngineSpec,
     embed_texts,
     exported,
     ready,
+    split_seconds,
     split_texts,
     worker_threads,
 )
+from sparkfield.nlp.encoder import Split
 from sparkfield.nlp.model import check_model_dir, embedding_size, fingerprint
 from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
 from sparkfield.nlp.params import (
@@ -204,8 +207,10 @@ def compute(spark: SparkSession, p: EmbedParams, d: Derived, texts: DataFrame,
             emb = stack.enter_context(cached(e.rows, "embeddings", report=stats))
     else:
         emb = stack.enter_context(cached(e.rows, "embeddings", report=stats))
-    n = _count(emb, e.embedded_now, inputs.dimensions, stats)
-    c = EmbedComputed(embedded=e.rows, embeddings=emb, stats=stats, new_rows=e.new_rows)
+    n = _count(emb, e.embedded_now, inputs.dimensions, stats, e.split)
+    # the timings stay out of the results (a projection of the cached rows reads the cache)
+    rows, emb = (e.rows.drop(SPLIT), emb.drop(SPLIT)) if SPLIT in emb.columns else (e.rows, emb)
+    c = EmbedComputed(embedded=rows, embeddings=emb, stats=stats, new_rows=e.new_rows)
     _neighbors(c, p.neighbors, n)
     _topics(c, p.topics, inputs.words, d.seed, n)
     _attention(c, p.attention, inputs.folder, p.max_tokens, n)
@@ -214,9 +219,12 @@ def compute(spark: SparkSession, p: EmbedParams, d: Derived, texts: DataFrame,
 
 @dataclass
 class _Embedded:
-    rows: DataFrame  # id, text, embedding, truncated, reason: one row per input row
+    rows: DataFrame  # id, text, embedding, truncated, reason (and SPLIT): one row per input row
     embedded_now: int | None = None  # texts the model embedded; None: known once rows cache
     new_rows: DataFrame | None = None  # text_hash, embedding, truncated: new to the store
+    # the cached frame whose SPLIT column says where the workers' time went (None: in rows,
+    # or no such column with the sparknlp engine)
+    split: DataFrame | None = None
 
 
 def _no_reason() -> Column:
@@ -233,7 +241,8 @@ def _embed(spark: SparkSession, p: EmbedParams, id_col: str, texts: DataFrame,
                                         p.annotator))
     good, bad = split_texts(texts, p.text_col, id_col)
     if inputs.stored is None:
-        rows = embed_texts(good, inputs.spec, p.batch_size, p.bucket)
+        rows = embed_texts(good, inputs.spec, p.batch_size, p.bucket, split=True)
+        bad = bad.select("*", F.lit(None).cast(rows.schema[SPLIT].dataType).alias(SPLIT))
         return _Embedded(rows.select("*", _no_reason()).unionByName(bad))
     return _embed_unseen(good, bad, p, inputs, stats, stack)
 
@@ -249,8 +258,8 @@ def _embed_unseen(good: DataFrame, bad: DataFrame, p: EmbedParams, inputs: Embed
     todo = misses.dropDuplicates(["text_hash"]).select(F.col("text_hash").alias("id"), "text")
     with stats.step("embed"):
         fresh, new_texts = stack.enter_context(cached_rows(
-            embed_texts(todo, inputs.spec, p.batch_size, p.bucket).select(
-                F.col("id").alias("text_hash"), "embedding", "truncated"),
+            embed_texts(todo, inputs.spec, p.batch_size, p.bucket, split=True).select(
+                F.col("id").alias("text_hash"), "embedding", "truncated", SPLIT),
             "embedded now", report=stats))
     stats.counts["cache_hits"] = hits.count()
     stats.counts["cache_misses"] = looked.count() - stats.counts["cache_hits"]
@@ -258,17 +267,22 @@ def _embed_unseen(good: DataFrame, bad: DataFrame, p: EmbedParams, inputs: Embed
     cols = ["id", "text", "embedding", "truncated"]
     found = hits.select(*cols).unionByName(misses.join(fresh, "text_hash").select(*cols))
     return _Embedded(found.select("*", _no_reason()).unionByName(bad), new_texts,
-                     fresh if new_texts else None)
+                     fresh.drop(SPLIT) if new_texts else None, split=fresh)
 
 
-def _count(emb: DataFrame, embedded_now: int | None, dimensions: int, stats: Stats) -> int:
-    """Rows, embeddings, truncations, rejects and the embedding rate into ``stats``; returns
-    the number of texts with an embedding."""
+def _count(emb: DataFrame, embedded_now: int | None, dimensions: int, stats: Stats,
+           split: DataFrame | None = None) -> int:
+    """Rows, embeddings, truncations, rejects, the embedding rate and where the workers' time
+    went (from ``split``, else from ``emb``'s own timings) into ``stats``; returns the number
+    of texts with an embedding."""
     embed_seconds = next(s["seconds"] for s in reversed(stats.steps) if s["step"] == "embed")
+    timed = split is None and SPLIT in emb.columns  # summed in the same pass as the counts
     counted = emb.agg(
         F.count(F.lit(1)).alias("rows"),
         F.count("embedding").alias("embedded"),
         F.sum(F.col("truncated").cast("int")).alias("truncated"),
+        *(F.sum(F.col(SPLIT)[name]).alias(f"{SPLIT}_{name}") for name in Split.parts()
+          if timed),
     ).first()
     reasons = {r["reason"]: r["count"] for r in
                emb.where(F.col("reason").isNotNull()).groupBy("reason").count().collect()}
@@ -281,6 +295,11 @@ def _count(emb: DataFrame, embedded_now: int | None, dimensions: int, stats: Sta
     stats.outputs["embeddings"] = counted["embedded"]
     stats.counts["truncated"] = int(counted["truncated"] or 0)
     stats.counts["dimensions"] = dimensions
+    if timed:
+        stats.counts["embed_task_seconds"] = {
+            name: round(float(counted[f"{SPLIT}_{name}"] or 0.0), 3) for name in Split.parts()}
+    elif split is not None:
+        stats.counts["embed_task_seconds"] = split_seconds(split)
     stats.add_rejects("texts", reasons)
     return int(counted["embedded"])
 

@@ -230,5 +230,9 @@ class OnnxEncoder(BaseEncoder):
             str(self.path), opts, providers=providers(self.device, ort.get_available_providers()))
         self.inputs = [i.name for i in self.session.get_inputs()]
 
-    def run(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+    def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """The export's output: pooled and normalised inside the graph."""
         return self.session.run(None, {k: batch[k] for k in self.inputs})[0]
+
+    def pool(self, output: np.ndarray, batch: dict[str, np.ndarray]) -> np.ndarray:
+        return output
