@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import csv
 import glob
-import gzip
 import json
 import os
 import resource
@@ -184,11 +183,10 @@ def ocel_input(size: Size, work: Path) -> tuple[list[str], dict]:
 
 
 def _books() -> list[tuple[str, str]]:
-    out = []
-    for part in sorted((DATA / "corpus/gutenberg_rcdm_uga").glob("part-*.jsonl.gz")):
-        with gzip.open(part, "rt", encoding="utf-8") as fh:
-            out += [(d["doc_id"], d["text"]) for d in map(json.loads, fh)]
-    return out
+    """The Gutenberg books as ``bag_of_words.py`` reads them."""
+    from bag_of_words import books
+
+    return books()
 
 
 def bow_input(size: Size, work: Path) -> tuple[list[str], dict]:
