@@ -161,7 +161,7 @@ def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
 
 @dataclass
 class ProcessComputed:
-    """What :func:`compute` returns. ``events`` and the rows behind ``rejects`` stay cached
+    """What :func:`compute` returns. The rows behind ``events`` and ``rejects`` stay cached
     until the ``stack`` given to compute closes, so the writer reads them from the cache."""
 
     events: DataFrame
@@ -184,13 +184,16 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     job's ``filters``; ``timezone`` is the log's (naive times in the filters' arguments, the
     statistics' periods). Writes nothing; raises InputError when no row is a usable event."""
     stats = Stats()
-    rows = stack.enter_context(cached(classified, "classified_rows", report=stats))
+    # one cache of every row: the events are read from it (not cached again, which would
+    # hold the log twice), and only a reject keeps the raw timestamp it is reported with
+    kept = classified.withColumn(RAW_TS, F.when(F.col(REASON).isNotNull(), F.col(RAW_TS)))
+    rows = stack.enter_context(cached(kept, "classified_rows", report=stats))
     with stats.step("validate"):
         counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
     _account(stats, counts, labels)
     _require_events(stats, input_name)
-    events = with_classifier(good_events(rows), p.classifier)
-    ev, n_events = stack.enter_context(cached_rows(events, "events", report=stats))
+    ev = with_classifier(good_events(rows), p.classifier)
+    n_events = sum(r["count"] for r in counts if r[REASON] is None)
     _report_suspicious(stats, ev, p)  # of every good event, before the filters
     calls = [*log_filters, *plan_filters(p.filters)]
     if calls:

@@ -22,12 +22,17 @@ def _seconds(ts: Column) -> Column:
 
 
 def case_sequences(events: DataFrame, resource: bool = False) -> DataFrame:
-    """One row per case: ``seq``, its events in order as (ordering keys..., a, t), and the
-    resource ``r`` last with ``resource=True`` (for the resource statistics)."""
+    """One row per case: ``seq``, its events in order as (a, t), with the resource ``r``
+    last when ``resource=True`` (for the resource statistics). The ordering keys sort the
+    events and are then dropped: every view reads the cached sequences, so each byte kept
+    in them is read again by each view."""
     extra = [F.col(RESOURCE).alias("r")] if resource else []
-    return events.groupBy(CASE).agg(F.sort_array(F.collect_list(F.struct(
+    kept = ["a", "t", *(["r"] if resource else [])]
+    ordered = F.sort_array(F.collect_list(F.struct(
         *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)],
-        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t"), *extra))).alias("seq"))
+        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t"), *extra)))
+    return events.groupBy(CASE).agg(
+        F.transform(ordered, lambda e: F.struct(*[e[k].alias(k) for k in kept])).alias("seq"))
 
 
 def cases(seqs: DataFrame) -> DataFrame:
