@@ -4,6 +4,7 @@ count checked against a count made by hand."""
 from contextlib import ExitStack
 from datetime import datetime
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.text.crawl_state import CrawlState
@@ -51,5 +52,7 @@ def test_compute_counts_pages_sentences_and_words_without_a_report(spark):
     counts = c.vocabulary.set_index("word")["count"].to_dict()
     assert counts == {"cats": 2, "chase": 2, "mice": 1, "dogs": 1, "birds": 1, "sing": 1,
                       "songs": 1}
+    # the near-duplicates stay a cached frame: the driver holds none of their rows
+    assert isinstance(c.duplicates, DataFrame)
     assert [(x["name"], x["rows"]) for x in s.cached] == [
-        ("documents", 2), ("sentences", 3), ("term_counts", 2)]
+        ("documents", 2), ("sentences", 3), ("duplicates", 0), ("term_counts", 2)]

@@ -137,3 +137,55 @@ def test_mirrors_and_syndicated_copies_on_real_pages(spark, repo_root, tmp_path,
     assert vk.loc["the", "count"] > va.loc["the", "count"]
     assert vk.loc["the", "documents"] == va.loc["the", "documents"] + 3
     assert len(pd.read_csv(kept / "duplicates.csv")) == 3  # still listed
+
+
+def _near_copies() -> dict[str, str]:
+    """Every page has near-duplicates: three texts, each as an original, an exact copy and
+    copies with words changed (a page may then be nearest to a copy rather than the
+    original), and an unrelated page. URLs sort so that originals come first."""
+    texts = {}
+    for base in ("a", "b", "c"):
+        words = [f"{base}{i}" for i in range(120)]
+        texts[f"https://m.example/{base}/0"] = " ".join(words)
+        texts[f"https://m.example/{base}/1"] = " ".join(words)  # a mirror
+        for n, at in ((2, [30]), (3, [30, 90]), (4, [5, 110])):  # 3: nearest to 2
+            edited = [f"{w}x" if i in at else w for i, w in enumerate(words)]
+            texts[f"https://m.example/{base}/{n}"] = " ".join(edited)
+    texts["https://m.example/z"] = " ".join(f"z{i}" for i in range(50))
+    return texts
+
+
+def test_duplicates_csv_and_counts_against_a_pairwise_oracle(spark, repo_root, tmp_path):
+    """duplicates.csv, byte for byte, as a brute-force comparison of every pair gives it:
+    each later page at or above the threshold with its most similar earlier page (ties: the
+    earlier URL), by page, similarities as Python prints them; the count in the report; the
+    vocabulary counts the pages that duplicate none alone."""
+    texts = _near_copies()
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    pd.DataFrame({"url": list(texts), "status": [200] * len(texts),
+                  "content_type": ["text/plain"] * len(texts),
+                  "html": list(texts.values())}).to_parquet(pages / "part-0.parquet")
+    out = tmp_path / "out"
+    res = run(spark, load_config("bag_of_words", "local", repo_root / "conf", {"job": {
+        "source": {"pages": str(pages)}, "output": str(out), "vocab_size": 1000}}))
+
+    sh = {u: _oracle_shingles(t) for u, t in texts.items()}
+    best = {}  # page -> (similarity, duplicate_of)
+    for a, b in combinations(sorted(texts), 2):
+        inter, union = len(sh[a] & sh[b]), len(sh[a] | sh[b])
+        sim = 1.0 - (1.0 - inter / union)  # as MinHashLSH's distance gives it
+        if sim >= 0.8 and (b not in best or sim > best[b][0]):
+            best[b] = (sim, a)
+    assert len(best) == 12  # every copy; the originals and the unrelated page are none
+    want = "page,duplicate_of,similarity\n" + "".join(
+        f"{p},{a},{s!r}\n" for p, (s, a) in sorted(best.items()))
+    assert (out / "duplicates.csv").read_text("utf-8") == want
+    assert res.report.outputs["duplicates"] == len(best)
+    assert {"name": "duplicates", "rows": len(best)}.items() <= next(
+        c for c in res.report.cached if c["name"] == "duplicates").items()
+
+    vocab = pd.read_csv(out / "vocabulary.csv", keep_default_na=False)
+    kept = [t for u, t in texts.items() if u not in best]
+    assert sorted(vocab["word"]) == sorted(w for t in kept for w in t.split())
+    assert (vocab["documents"] == 1).all() and (vocab["count"] == 1).all()

@@ -258,15 +258,16 @@ def _stored_pages(spark: SparkSession, path: str, urls: DataFrame, stats: Stats,
 
 @dataclass
 class BagOfWordsComputed:
-    """What :func:`compute` returns. The documents, sentences and term counts stay cached
-    until the ``stack`` given to compute closes, so the writer reads them from the cache."""
+    """What :func:`compute` returns. The documents, sentences, duplicates and term counts stay
+    cached until the ``stack`` given to compute closes, so the writer reads them from the
+    cache."""
 
     documents: DataFrame  # every parsed page, errors included
     terms: DataFrame  # term counts of every good document
     counted: DataFrame  # the term rows the vocabulary counts (near-duplicates left out)
     word_stats: DataFrame
     vocabulary: pd.DataFrame
-    duplicates: pd.DataFrame
+    duplicates: DataFrame  # page, duplicate_of, similarity (unordered: written by page)
     rejects: DataFrame
     sentence_vectors: DataFrame
     document_vectors: DataFrame
@@ -288,10 +289,12 @@ def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: C
     stats.add_rejects("pages", {r["reason"]: r["count"] for r in
                                 rejects.groupBy("reason").count().collect()})
     good = docs.where(F.col("error").isNull())
+    # as many rows as near-duplicate pages: they stay in Spark (counted, left out, written)
     with stats.step("duplicates"):
-        dups = find_duplicates(good, p.duplicates).orderBy("page").toPandas()
-    stats.outputs["duplicates"] = len(dups)
-    terms, counted = _terms(spark, p, good, dups, state, stats, stack)
+        dups, n_dups = stack.enter_context(cached_rows(
+            find_duplicates(good, p.duplicates), "duplicates", report=stats))
+    stats.outputs["duplicates"] = n_dups
+    terms, counted = _terms(p, good, dups if n_dups else None, state, stats, stack)
     word_stats, vocab = _vocabulary(p, terms, counted, state, stats, stack)
     words = vocab["word"].tolist()
     return BagOfWordsComputed(
@@ -360,19 +363,20 @@ def _rejects(pages: DataFrame, docs: DataFrame) -> DataFrame:
         rejects_of(docs, "documents", reason_col="error", fields=DOC_RECORD))
 
 
-def _terms(spark: SparkSession, p: BagOfWordsParams, good: DataFrame, dups: pd.DataFrame,
-           state: CrawlState, stats: Stats, stack: ExitStack) -> tuple[DataFrame, DataFrame]:
+def _terms(p: BagOfWordsParams, good: DataFrame, dups: DataFrame | None, state: CrawlState,
+           stats: Stats, stack: ExitStack) -> tuple[DataFrame, DataFrame]:
     """The term counts of the ``good`` documents (cached until ``stack`` closes) and the rows
-    of them the vocabulary counts: near-duplicates left out unless kept."""
+    of them the vocabulary counts: the near-duplicate pages (``dups``, None when there are
+    none) left out unless kept."""
     # documents are counted where they are tokenised: one row per distinct term reaches the JVM
     terms, n_documents = stack.enter_context(cached_rows(
         state.term_counts(good, lambda d: term_counts(d, "text", keep=(*DOC_KEEP, HASH)),
                           DOC_KEEP), "term_counts", report=stats))
     stats.outputs["documents"] = n_documents
-    if not len(dups) or p.keep_duplicates:
+    if dups is None or p.keep_duplicates:
         return terms, terms
-    dup_urls = spark.createDataFrame(dups[["page"]].rename(columns={"page": "url"}))
-    return terms, terms.join(F.broadcast(dup_urls), "url", "left_anti")
+    # no broadcast hint: the pages grow with the data; Spark broadcasts them while they are small
+    return terms, terms.join(dups.select(F.col("page").alias("url")), "url", "left_anti")
 
 
 def _vocabulary(p: BagOfWordsParams, terms: DataFrame, counted: DataFrame, state: CrawlState,
@@ -456,7 +460,7 @@ def _write(out: AtomicOutput, frames: dict[str, DataFrame], c: BagOfWordsCompute
     with report.optional("top_words.png"):
         out.write_bytes("top_words.png", _top_words_png(c.vocabulary))
     out.write_parquet("rejects", c.rejects, partitions=1)
-    out.write_csv("duplicates.csv", c.duplicates)
+    out.write_single_csv("duplicates.csv", c.duplicates.orderBy("page"))
     state.write(out, c.documents, c.terms, c.counted, c.word_stats)
 
 
