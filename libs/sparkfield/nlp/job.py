@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.conf import Config
 from sparkfield.core.errors import InputError
@@ -27,6 +31,7 @@ from sparkfield.core.practices import cached, cached_rows, sample
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.stages import publish
 from sparkfield.core.stopwords import english_stopwords
+from sparkfield.core.workers import in_worker
 from sparkfield.nlp.attention import attention_grid_png
 from sparkfield.nlp.cache import EmbeddingStore, lookup
 from sparkfield.nlp.embed import (
@@ -54,6 +59,7 @@ from sparkfield.nlp.topics import topics
 
 log = logging.getLogger("sparkfield.nlp")
 ROW_ID = "__id"  # the id column read_texts makes when the job names none
+ATTENTION_MAX_TOKENS = 64  # attention maps cover at most this many tokens of a text
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,9 @@ class EmbedInputs:
     store: EmbeddingStore | None = None  # where run adds the texts embedded now
     stored: DataFrame | None = None  # the store's rows for this model and engine
     words: DataFrame | None = None  # id, tokens: the words that name topics
+    # what the worker computing the attention maps builds (the model folder as the executors
+    # read it); None: no attention maps
+    attention: EngineSpec | None = None
     stats: Stats = field(default_factory=Stats)  # the ONNX export step and its notes
 
 
@@ -151,12 +160,14 @@ def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None
 
 def prepare(spark: SparkSession, p: EmbedParams, d: Derived, folder: Path) -> EmbedInputs:
     """Everything compute reads besides the texts, made ready on the driver: the engine (an
-    ONNX export made here, then the folders shipped to the executors), the embedding store's
-    rows and the topic words."""
+    ONNX export made here, then the folders shipped to the executors), the attention maps'
+    model, the embedding store's rows and the topic words."""
     inputs = EmbedInputs(folder, embedding_size(folder), words=topic_words(spark, p.topics))
     if p.engine == "sparknlp":
+        inputs.attention = _attention_spec(spark, p, d, folder, None)
         return inputs
     inputs.spec = _engine(spark, p, d, folder, inputs.stats)
+    inputs.attention = _attention_spec(spark, p, d, folder, inputs.spec)
     if p.cache_dir:
         model_id = f"{folder.name}@{fingerprint(folder)}/max_tokens={p.max_tokens}"
         inputs.store = EmbeddingStore(spark, p.cache_dir, model_id, inputs.spec.engine_id)
@@ -175,6 +186,17 @@ def _engine(spark: SparkSession, p: EmbedParams, d: Derived, folder: Path,
         with stats.step("onnx export"):  # a no-op when a verified export is there
             spec = exported(spec, on_rebuild=stats.note)
     return ready(spark, spec)
+
+
+def _attention_spec(spark: SparkSession, p: EmbedParams, d: Derived, folder: Path,
+                    engine: EngineSpec | None) -> EngineSpec | None:
+    """The attention maps' model (torch, eager attention, on the CPU) for the executors: the
+    embedding engine's folder, already shipped, or (engine sparknlp) ``folder`` shipped now."""
+    if not p.attention.enabled:
+        return None
+    spec = EngineSpec(engine.folder if engine else str(folder), "torch", "cpu",
+                      min(p.max_tokens, ATTENTION_MAX_TOKENS), threads=d.threads)
+    return spec if engine else ready(spark, spec)
 
 
 def topic_words(spark: SparkSession, tp: EmbedTopicsParams) -> DataFrame | None:
@@ -213,7 +235,7 @@ def compute(spark: SparkSession, p: EmbedParams, d: Derived, texts: DataFrame,
     c = EmbedComputed(embedded=rows, embeddings=emb, stats=stats, new_rows=e.new_rows)
     _neighbors(c, p.neighbors, n)
     _topics(c, p.topics, inputs.words, d.seed, n)
-    _attention(c, p.attention, inputs.folder, p.max_tokens, n)
+    _attention(c, p.attention, inputs.attention, n)
     return c
 
 
@@ -330,23 +352,82 @@ def _topics(c: EmbedComputed, tp: EmbedTopicsParams, words: DataFrame | None, se
         c.extras["topics"] = summary.toPandas()
 
 
-def _attention(c: EmbedComputed, at: EmbedAttentionParams, folder: Path, max_tokens: int,
+def _attention(c: EmbedComputed, at: EmbedAttentionParams, spec: EngineSpec | None,
                n: int) -> None:
-    """Attention weights of the first ``sentences`` embedded texts (by id), on the CPU."""
-    if not (at.enabled and n > 0):
+    """Attention weights of the first ``sentences`` embedded texts (by id), computed by one
+    Python worker (the model never loads in the driver process) and collected: a few small
+    arrays."""
+    if not (at.enabled and spec is not None and n > 0):
         return
     with c.stats.step("attention"):
+        first = c.embeddings.where(F.col("embedding").isNotNull()).orderBy("id") \
+            .limit(at.sentences).select("id", "text")
+        maps = attention_maps(first, spec)
+        c.extras["attention"] = [(i, tokens, att) for i, _, tokens, att in maps]
+        c.attention_texts.extend(text for _, text, _, _ in maps)
+
+
+ATTENTION_SCHEMA = T.StructType([
+    T.StructField("id", T.StringType()),
+    T.StructField("text", T.StringType()),
+    T.StructField("tokens", T.ArrayType(T.StringType())),
+    T.StructField("shape", T.ArrayType(T.IntegerType())),  # layers, heads, tokens, tokens
+    T.StructField("attention", T.ArrayType(T.FloatType())),  # the weights, row-major
+])
+_ATTENTION_ARROW = pa.schema([
+    ("id", pa.string()), ("text", pa.string()), ("tokens", pa.list_(pa.string())),
+    ("shape", pa.list_(pa.int32())), ("attention", pa.list_(pa.float32())),
+])
+
+
+def attention_maps(texts: DataFrame,
+                   spec: EngineSpec) -> list[tuple[str, str, list[str], np.ndarray]]:
+    """(id, text, tokens, weights float32 [layers, heads, tokens, tokens]) of each row of
+    ``texts`` (id, text: a handful of rows), in id order: what
+    :meth:`~sparkfield.nlp.encoder.Encoder.attentions` gives, computed in one Python worker
+    that loads the model of ``spec`` (``spec.folder`` as the executors read it)."""
+    table = texts.coalesce(1).mapInArrow(_attention_batches(spec), ATTENTION_SCHEMA).toArrow()
+    weights = table.column("attention").combine_chunks()
+    rows = [(r["id"], r["text"], r["tokens"],
+             np.array(weights[i].values, dtype=np.float32).reshape(r["shape"]))  # a copy
+            for i, r in enumerate(table.drop_columns(["attention"]).to_pylist())]
+    return sorted(rows, key=lambda r: r[0])
+
+
+def _attention_batches(
+        spec: EngineSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function of :func:`attention_maps`: the model loads on the first
+    row (an empty partition loads nothing)."""
+
+    def maps(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            encoder = attention_encoder(spec)
+            found = [encoder.attentions(text) for text in batch.column("text").to_pylist()]
+            yield pa.RecordBatch.from_arrays([
+                batch.column("id"), batch.column("text"),
+                pa.array([tokens for tokens, _ in found], pa.list_(pa.string())),
+                pa.array([list(att.shape) for _, att in found], pa.list_(pa.int32())),
+                pa.array([att.reshape(-1) for _, att in found], pa.list_(pa.float32())),
+            ], schema=_ATTENTION_ARROW)
+
+    return in_worker(maps)
+
+
+_ATTENTION_ENCODERS: dict[EngineSpec, Any] = {}
+
+
+def attention_encoder(spec: EngineSpec) -> Any:
+    """The attention model of this Python worker (eager attention, which returns the weights),
+    built on first use and kept, as :func:`~sparkfield.nlp.embed.worker_encoder` keeps the
+    embedding model."""
+    if spec not in _ATTENTION_ENCODERS:
         from sparkfield.nlp.encoder import Encoder
 
-        enc = Encoder(folder, "cpu", min(max_tokens, 64), attention=True)
-        rows = c.embeddings.where(F.col("embedding").isNotNull()).orderBy("id") \
-            .limit(at.sentences).select("id", "text").collect()
-        maps = []
-        for r in rows:
-            tokens, att = enc.attentions(r["text"])
-            maps.append((r["id"], tokens, att))
-            c.attention_texts.append(r["text"])
-        c.extras["attention"] = maps
+        _ATTENTION_ENCODERS[spec] = Encoder(spec.folder_here(), spec.device, spec.max_tokens,
+                                            threads=spec.threads, attention=True)
+    return _ATTENTION_ENCODERS[spec]
 
 
 # --- write -----------------------------------------------------------------------------------
