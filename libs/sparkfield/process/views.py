@@ -127,45 +127,41 @@ _CASE_RESOURCE = 5  # a named resource a case holds (x; y null), once per case
 def tallies(seqs: DataFrame) -> DataFrame:
     """kind, x, y, n, mean_s, median_s: the directly-follows arcs, the activities and start
     and end activities, and (when ``seqs`` holds the resource ``r``) the resource
-    statistics' counts, all from one aggregation over the per-case sequences: one job with
-    one small shuffle instead of one for each table. :func:`small_views` and
-    :func:`resource_tables` read it (collected)."""
+    statistics' counts, all from the per-case sequences read twice: the arcs (with their
+    times) in one aggregation, every other count in another, each a small shuffle.
+    :func:`small_views` and :func:`resource_tables` read it (collected)."""
     pairs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p"))
     d_type = pairs.schema["p"].dataType["d"].dataType
-    none = F.lit(None).cast("string")
-
-    def rows(kind: int, frame: DataFrame, x: Column, y: Column, d: Column | None = None
-             ) -> DataFrame:
-        return frame.select(F.lit(kind).alias("kind"), x.alias("x"), y.alias("y"),
-                            (d if d is not None else F.lit(None).cast(d_type)).alias("d"))
-
     has_r = "r" in seqs.schema["seq"].dataType.elementType.names
-    ev = seqs.select(F.explode(F.col("seq")).alias("e"))
+    # every other count's rows, made per case in one array: one scan of the sequences
+    no_r = "CAST(NULL AS STRING)"
     parts = [
-        rows(_ARC, pairs, F.col("p.source"), F.col("p.target"), F.col("p.d")),
-        rows(_EVENT, ev, F.col("e.r") if has_r else none, F.col("e.a")),
-        rows(_ENDS, seqs, F.element_at("seq", 1)["a"], F.element_at("seq", -1)["a"]),
-        rows(_CASE_ACTIVITY, seqs.select(F.explode(F.array_distinct("seq.a")).alias("v")),
-             F.col("v"), none),
+        f"transform(seq, e -> named_struct('kind', {_EVENT}, 'x', {'e.r' if has_r else no_r},"
+        " 'y', e.a))",
+        f"array(named_struct('kind', {_ENDS}, 'x', seq[0].a, 'y', element_at(seq, -1).a))",
+        f"transform(array_distinct(seq.a), v -> named_struct('kind', {_CASE_ACTIVITY}, "
+        f"'x', v, 'y', {no_r}))",
     ]
     if has_r:
-        hand = seqs.select(F.explode(F.expr(
-            "CASE WHEN size(seq) > 1 THEN filter(transform(sequence(2, size(seq)), "
-            "i -> named_struct('s', seq[i - 2].r, 't', seq[i - 1].r)), "
-            "p -> p.s IS NOT NULL AND p.t IS NOT NULL) ELSE array() END")).alias("h"))
-        held = seqs.select(F.explode(F.array_compact(F.array_distinct("seq.r"))).alias("v"))
-        parts += [rows(_HANDOVER, hand, F.col("h.s"), F.col("h.t")),
-                  rows(_CASE_RESOURCE, held, F.col("v"), none)]
+        parts += [
+            f"CASE WHEN size(seq) > 1 THEN filter(transform(sequence(2, size(seq)), "
+            f"i -> named_struct('kind', {_HANDOVER}, 'x', seq[i - 2].r, 'y', seq[i - 1].r)), "
+            "h -> h.x IS NOT NULL AND h.y IS NOT NULL) ELSE array() END",
+            f"transform(array_compact(array_distinct(seq.r)), v -> named_struct('kind', "
+            f"{_CASE_RESOURCE}, 'x', v, 'y', {no_r}))",
+        ]
+    rest = seqs.select(F.explode(F.expr(f"concat({', '.join(parts)})")).alias("c"))
     # the arcs' times in their own aggregation: a median keeps every value of its group and
     # falls back to sorting its input past a few groups, which the other counts need not pay
-    arcs = parts[0].groupBy("kind", "x", "y").agg(
-        F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"), _median("d"))
-    rest = parts[1]
-    for part in parts[2:]:
-        rest = rest.unionByName(part)
-    return arcs.unionByName(rest.groupBy("kind", "x", "y").agg(
-        F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"),
-        F.lit(None).cast("double").alias("median_s")))
+    arcs = pairs.select(F.lit(_ARC).alias("kind"), F.col("p.source").alias("x"),
+                        F.col("p.target").alias("y"), F.col("p.d").alias("d")) \
+        .groupBy("kind", "x", "y").agg(
+            F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"), _median("d"))
+    counts = rest.groupBy(F.col("c.kind").alias("kind"), F.col("c.x").alias("x"),
+                          F.col("c.y").alias("y")).agg(
+        F.count(F.lit(1)).alias("n"), F.avg(F.lit(None).cast(d_type)).alias("mean_s"),
+        F.lit(None).cast("double").alias("median_s"))
+    return arcs.unionByName(counts)
 
 
 def _kind(t: pd.DataFrame, kind: int) -> pd.DataFrame:
