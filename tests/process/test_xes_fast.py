@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from sparkfield.process import xes_fast
 from sparkfield.process.xes import XesError, xes_rows
 from sparkfield.process.xes_fast import trace_rows
 
@@ -146,3 +147,139 @@ def test_random_traces_equal_lxml_wherever_read():
             read += 1
             assert rows == want, record
     assert read > 300  # the comparison covered many traces the fast reader read
+
+
+# the way most logs are written (key first, one space, the name before the events): read by
+# cutting at <event> and '"'; each must equal lxml with the attribute-by-attribute reader off
+CUT = {
+    "repeated keys in one event": '><string key="concept:name" value="c"/><event>'
+        '<string key="k" value="1"/><string key="concept:name" value="A"/>'
+        '<string key="j" value="x"/><string key="k" value="2"/>'
+        '<string key="concept:name" value="A2"/><date key="time:timestamp" value="t1"/>'
+        '<date key="time:timestamp" value="t2"/></event></trace>',
+    "attributes beyond the four": '>\n<string key="concept:name" value="c"/>\n<event>\n'
+        '<string key="org:resource" value="r"/>\n<int key="amount" value="5"/>\n'
+        '<string key="lifecycle:transition" value="complete"/>\n'
+        '<float key="cost" value="1.5"/>\n<boolean key="ok" value="true"/>\n</event>\n'
+        '</trace>\n',
+    "a later trace name is not the case": '><string key="x" value="1"/>'
+        '<string key="concept:name" value="first"/><string key="concept:name" value="2nd"/>'
+        '<event><string key="concept:name" value="A"/></event></trace>',
+    "/> and key= text inside values": '><string key="concept:name" value="c/> key=x"/>'
+        '<event><string key="concept:name" value="a /> key= value= b"/>'
+        '<string key="k=" value="/>"/><string key="x /> y" value=" key=1"/></event></trace>',
+    "an empty trace": '><string key="concept:name" value="c"/></trace>',
+    "events without attributes": '><string key="concept:name" value="c"/><event></event>'
+        '<event>\n\t</event><event><string key="concept:name" value="A"/></event>'
+        '</trace>',
+    "empty keys and values, > and quotes of the other kind": '><string key="concept:name" '
+        'value=""/><event><string key="" value=""/><string key="concept:name" '
+        'value="a>b \'c\'"/><id key="u" value=""/></event></trace>',
+    "tabs and line breaks around the tags": '\r\n\t>\r\n<string key="concept:name" value="c"'
+        '   />\n\t<event>\r\n<string key="concept:name" value="A"\n/>\t</event>\r\n</trace>\r\n',
+    "a value ending in key=": '><string key="concept:name" value="c"/><event>'
+        '<string key="a" value="x key="/><string key="b" value="y"/></event></trace>',
+    "a key ending in value=": '><string key="concept:name" value="c"/><event>'
+        '<string key="a value=" value="x"/><string key="b" value="y"/></event></trace>',
+    "a value ending in value=": '><string key="concept:name" value="c"/><event>'
+        '<string key="a" value=" value="/><string key="b" value="y"/></event></trace>',
+}
+# of the shape but not written that way: read attribute by attribute
+TOKENS = {
+    "value before key": '><string key="concept:name" value="c"/><event>'
+        '<string value="A" key="concept:name"/><string key="k" value="1"/></event></trace>',
+    "value before key in the trace": '><string value="c" key="concept:name"/>'
+        '<string key="concept:name" value="d"/><event></event></trace>',
+    "a line break before value": '><string key="concept:name"\nvalue="c"/><event>'
+        '<string key="concept:name"  value="A"/></event></trace>',
+    "a trace attribute after an event": '><string key="concept:name" value="c"/><event>'
+        '<string key="concept:name" value="A"/></event><string key="n" value="1"/><event>'
+        '<string key="k" value="v"/></event></trace>',
+    "the trace name after the events": '><event><string key="concept:name" value="A"/>'
+        '</event><string key="concept:name" value="late"/></trace>',
+    "value before key, one ending in key=, the other starting with value=":
+        '><string key="concept:name" value="c"/><event><string value="p key=" '
+        'key=" value="/><string key="b" value="y"/></event></trace>',
+}
+
+
+def _no_token_reader(monkeypatch) -> None:
+    def refuse(record):
+        raise AssertionError("read attribute by attribute")
+
+    monkeypatch.setattr(xes_fast, "_token_events", refuse)
+
+
+@pytest.mark.parametrize("record", CUT.values(), ids=CUT.keys())
+def test_traces_cut_at_events_and_quotes_equal_lxml(record, monkeypatch):
+    want = lxml_rows(record)
+    _no_token_reader(monkeypatch)
+    assert trace_rows(record) == want
+
+
+@pytest.mark.parametrize("record", TOKENS.values(), ids=TOKENS.keys())
+def test_other_writings_are_read_attribute_by_attribute_and_equal_lxml(record, monkeypatch):
+    want = lxml_rows(record)
+    calls = []
+    token_events = xes_fast._token_events
+    monkeypatch.setattr(xes_fast, "_token_events",
+                        lambda r: calls.append(r) or token_events(r))
+    assert trace_rows(record) == want
+    assert calls == [record]
+
+
+def test_repeated_keys_keep_the_last_value_and_the_first_place():
+    rows = trace_rows(CUT["repeated keys in one event"])
+    assert rows == [["c", "A2", "t2", None, None, {"k": "2", "j": "x"}]]
+    assert list(rows[0][5]) == ["k", "j"]
+
+
+def _usual_record(rng: random.Random) -> str:
+    """A trace as most writers put it, with keys that repeat, odd values and, now and then,
+    one of the writings that :func:`trace_events` leaves to the attribute-by-attribute
+    reader."""
+    values = ["A", "", "x y", "é", "a>b", "/>", " key=1", "k=", "'q'", "2011-10-01T00:38"]
+    keys = ["concept:name", "time:timestamp", "org:resource", "lifecycle:transition", "k",
+            "k2", "", "/> x"]
+
+    def attr() -> str:
+        tag = rng.choice(["string", "date", "int", "float", "boolean", "id"])
+        k, v = rng.choice(keys), rng.choice(values)
+        if rng.random() < 0.03:
+            return f'<{tag} value="{v}" key="{k}"/>'
+        if rng.random() < 0.03:
+            v += " key="
+        return f'<{tag} key="{k}" value="{v}"/>'
+
+    parts = [">"]
+    if rng.random() < 0.95:
+        parts.append(f'\n\t<string key="concept:name" value="{rng.choice(values)}"/>')
+    for _ in range(rng.randint(0, 6)):
+        if rng.random() < 0.05:
+            parts.append("\n\t" + attr())
+        else:
+            inner = "".join("\n\t\t" + attr() for _ in range(rng.randint(0, 6)))
+            parts.append(f"\n\t<event>{inner}\n\t</event>")
+    parts.append("\n</trace>\n")
+    return "".join(parts)
+
+
+def test_random_usual_traces_equal_lxml(monkeypatch):
+    rng = random.Random(11)
+    token_events = xes_fast._token_events
+    by_tokens = []
+    monkeypatch.setattr(xes_fast, "_token_events",
+                        lambda r: by_tokens.append(r) or token_events(r))
+    cut = 0
+    for _ in range(3000):
+        record = _usual_record(rng)
+        before = len(by_tokens)
+        rows = trace_rows(record)
+        try:
+            want = lxml_rows(record)
+        except XesError:
+            assert rows is None, record
+            continue
+        assert rows == want, record
+        cut += len(by_tokens) == before
+    assert 1000 < cut < 2900  # both readers covered

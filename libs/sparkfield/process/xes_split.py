@@ -17,10 +17,12 @@ what it reads, so every error of a range after the first is an :class:`XesRangeE
 either, process_mining reads the file again as one range (``one_range=True``: one task reads
 the ranges in order, as for a ``.xes.gz``), which settles the rows or the error.
 
-Every trace of the common shape is read by :func:`sparkfield.process.xes_fast.trace_rows`
-(two regular expressions); any other by :func:`sparkfield.process.xes.xes_rows`, the driver
-reader's own rules, inside ``<log ...>`` as the file opens it; either way the rows are the
-driver reader's. The order of events is kept in ``row_order``, increasing through the file
+Every trace of the common shape is read by :func:`sparkfield.process.xes_fast.trace_events`
+(string operations and regular expressions); any other by
+:func:`sparkfield.process.xes.xes_rows`, the driver reader's own rules, inside ``<log ...>`` as
+the file opens it; either way the rows are the driver reader's. Records and rows go between
+Spark and Python as Arrow batches (``mapInArrow``), the columns built from Python lists.
+The order of events is kept in ``row_order``, increasing through the file
 (see :func:`_positions`). Errors name the file's line (counted from the range's first byte
 for ranges after the first)."""
 
@@ -30,17 +32,18 @@ import io
 import re
 from collections.abc import Iterator
 
-import pandas as pd
+import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkfield.core.failures import executor_error
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
 from sparkfield.core.workers import in_worker
 from sparkfield.process.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
-from sparkfield.process.xes_fast import trace_rows
+from sparkfield.process.xes_fast import SLOTS, Events, event_columns, trace_events
 
 DELIMITER = "<trace"
 _LOG_OPEN = re.compile(r"<(?:[\w.-]+:)?log(?:\s[^>]*)?>", re.S)
@@ -54,6 +57,9 @@ RECORD_SCHEMA = T.StructType([
     T.StructField("pos", T.LongType()), T.StructField("line", T.LongType()),
     T.StructField("block", T.LongType()), T.StructField("text", T.StringType()),
 ])
+_RECORD_ARROW = to_arrow_schema(RECORD_SCHEMA)
+_RAW_ARROW = to_arrow_schema(RAW_SCHEMA)
+Record = tuple[int, int, int, str]  # pos, line, block, text
 
 
 class XesRangeError(XesError):
@@ -130,15 +136,18 @@ def read_xes(spark: SparkSession, path: str, partitions: int | None = None,
     parse = _parser(path, opening)
     if not gzipped and not one_range:  # every range is parsed where it is read
         positions = _positions(path, whole=False)
-        return records.mapInPandas(in_worker(lambda batches: parse(positions(batches))),
-                                   RAW_SCHEMA)
+        return records.mapInArrow(in_worker(lambda batches: parse(positions(batches))),
+                                  RAW_SCHEMA)
     if not gzipped:  # the ranges in file order, in one task; lines counted from byte 0
         records = (records.withColumn("i", F.monotonically_increasing_id()).coalesce(1)
                    .sortWithinPartitions("block", "i")
                    .select("text", F.lit(0).cast("long").alias("block")))
     # one range: its traces are dealt out to every executor
-    return (records.mapInPandas(in_worker(_positions(path, whole=True)), RECORD_SCHEMA)
-            .repartition(n_parts).mapInPandas(in_worker(parse), RAW_SCHEMA))
+    positions = _positions(path, whole=True)
+    return (records.mapInArrow(in_worker(lambda batches: _record_batches(positions(batches))),
+                               RECORD_SCHEMA)
+            .repartition(n_parts)
+            .mapInArrow(in_worker(lambda batches: parse(_records(batches))), RAW_SCHEMA))
 
 
 def _is_gzip(spark: SparkSession, path: str) -> bool:
@@ -167,9 +176,12 @@ def _positions(path: str, whole: bool):
     record's character offset in its range below: a record of n characters holds fewer than n
     events, so ``pos + event index`` stays below the next record's ``pos``. ``whole``: the
     partition is the whole file, so markup still open at its end is malformed XML, not a
-    region that goes on in the next range."""
+    region that goes on in the next range.
 
-    def positions(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    The function maps Arrow batches of ``text`` and ``block`` to lists of ``(pos, line,
+    block, text)``, one a batch that holds a record."""
+
+    def positions(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
         base = TaskContext.get().partitionId() << 40
         pos = line = 0
         first = True
@@ -177,12 +189,12 @@ def _positions(path: str, whole: bool):
         start: tuple[int, int, int] = (0, 0, 0)  # pos, line and block of the record in hand
         pieces: list[str] = []
         header = False
-        for pdf in batches:
-            if pdf.empty:
+        for batch in batches:
+            if batch.num_rows == 0:
                 continue
-            block = int(pdf["block"].iloc[0])
-            out: list[tuple[int, int, int, str]] = []
-            for t in pdf["text"].tolist():
+            block = batch.column("block")[0].as_py()
+            out: list[Record] = []
+            for t in batch.column("text").to_pylist():
                 if closer is None:  # t starts a record
                     start, pieces = (base + pos, line + 1, block), [t]
                     header = first and block == 0  # the log's header
@@ -197,7 +209,7 @@ def _positions(path: str, whole: bool):
                 if closer is None and not header:
                     out.append((*start, DELIMITER.join(pieces)))
             if out:
-                yield pd.DataFrame(out, columns=RECORD_SCHEMA.names)
+                yield out
         if closer is None:
             return
         if whole:
@@ -210,23 +222,60 @@ def _positions(path: str, whole: bool):
     return positions
 
 
+def _record_batches(chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
+    """Lists of records as Arrow batches of :data:`RECORD_SCHEMA`."""
+    for chunk in chunks:
+        yield _batch(list(zip(*chunk, strict=True)), _RECORD_ARROW)
+
+
+def _batch(columns: list, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+def _records(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
+    """Arrow batches of :data:`RECORD_SCHEMA` as lists of records."""
+    for batch in batches:
+        yield list(zip(*(batch.column(n).to_pylist() for n in RECORD_SCHEMA.names),
+                       strict=True))
+
+
 def _parser(path: str, opening: bytes):
-    def parse(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
-            rows: list[list] = []
-            for pos, line, block, text in zip(pdf["pos"], pdf["line"], pdf["block"],
-                                              pdf["text"], strict=True):
+    """Lists of records to Arrow batches of event rows (:data:`RAW_SCHEMA`), one a list."""
+
+    def parse(chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
+        for chunk in chunks:
+            cases: list[str | None] = []
+            orders: list[int] = []
+            events: Events = []
+            for pos, line, block, text in chunk:
                 body = _LOG_CLOSE.sub("", text) if "</log" in text else text
-                fast = trace_rows(body)
-                if fast is None:
-                    fast = _lxml_rows(opening, body, path, int(line), int(block))
-                for i, row in enumerate(fast, start=int(pos)):
-                    row.append(i)
-                rows.extend(fast)
-            if rows:
-                yield pd.DataFrame(rows, columns=RAW_SCHEMA.names)
+                read = trace_events(body)
+                if read is None:
+                    rows = _lxml_rows(opening, body, path, line, block)
+                    cases += [row[0] for row in rows]
+                    events += [_as_event(row) for row in rows]
+                    n = len(rows)
+                else:
+                    n = len(read[1])
+                    cases += [read[0]] * n
+                    events += read[1]
+                orders += range(pos, pos + n)
+            if not events:
+                continue
+            yield _batch([cases, *event_columns(events), orders], _RAW_ARROW)
 
     return parse
+
+
+def _as_event(row: list) -> dict[str, str]:
+    """A row of :func:`xes_rows` as :func:`trace_events` gives an event: the other
+    attributes in their order, then the first four that are set."""
+    event = dict(row[5] or {})
+    for key, value in zip(SLOTS, row[1:5], strict=True):
+        if value is not None:
+            event[key] = value
+    return event
 
 
 def _lxml_rows(opening: bytes, body: str, path: str, line: int, block: int) -> list[list]:
