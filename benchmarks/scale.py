@@ -438,6 +438,9 @@ def merge(out: Path, rows: list[dict]) -> dict:
     doc = json.loads(out.read_text()) if out.exists() else {"rows": []}
     keep = {(r["job"], r["size"]): r for r in doc.get("rows", [])}
     for r in rows:
+        old = keep.get((r["job"], r["size"]), {})
+        if "pm4py" not in r and "pm4py" in old:  # a run with --no-pm4py keeps pm4py's figures
+            r["pm4py"] = old["pm4py"]
         keep[(r["job"], r["size"])] = r
     order = {(j.name, s.label): (i, k) for i, j in enumerate(JOBS.values())
              for k, s in enumerate(j.sizes)}
