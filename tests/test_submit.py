@@ -62,3 +62,16 @@ def test_missing_packed_environment_is_a_clear_error(tmp_path):
     res = _submit("coffee_shops", "--python-env", str(tmp_path / "nope.tar.gz"))
     assert res.returncode == 2
     assert "make pack-env" in res.stderr and "nope.tar.gz" in res.stderr
+
+
+def test_the_quick_profile_starts_the_driver_jvm_with_c1_only_and_runs(tmp_path):
+    """``--profile local,quick`` (docs/operations.md): the JVM option reaches spark-submit,
+    which applies it when it starts the driver, and the job runs with it."""
+    dry = _submit("coffee_shops", "--profile", "local,quick", "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1" in dry.stdout.splitlines()
+    out = tmp_path / "out"
+    res = _submit("coffee_shops", "--profile", "local,quick", "--output", str(out),
+                  "--grid-step-m", "50", "--top", "3")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(pd.read_csv(out / "top_locations.csv")) == 3
