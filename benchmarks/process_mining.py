@@ -9,10 +9,12 @@ pm4py is AGPL and is used here only as the reference.
 ``--whole LOG``: the whole processes instead, as a user runs them, start-up included: the
 ``process_mining`` job through ``submit.sh`` (``--driver-memory 1g``, the default conf, or with
 ``--views-only`` no statistics, model or conformance) against a Python process that imports
-pm4py, reads the log and computes the same views. Runs each ``--repeats`` times, best kept.
+pm4py, reads the log and computes the same views. Runs each ``--repeats`` times, best kept;
+``--profile local,quick`` runs the job with the quick profile (C1-only JIT, for short runs).
 
 Usage: python benchmarks/process_mining.py [--cores 2] [--copies 8]
        python benchmarks/process_mining.py --whole LOG [--views-only] [--repeats 2]
+       [--profile local]
 """
 
 from __future__ import annotations
@@ -93,11 +95,11 @@ def _wall(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str
     return wall, done.stdout + done.stderr
 
 
-def whole(log: str, views_only: bool, repeats: int) -> None:
+def whole(log: str, views_only: bool, repeats: int, profile: str = "local") -> None:
     """The job as a user runs it against pm4py's whole process, best of ``repeats`` each."""
     out = Path(tempfile.mkdtemp(prefix="sparkfield-pm-whole-"))
-    job = [str(ROOT / "submit.sh"), "process_mining", "--driver-memory", "1g", "--log", log,
-           "--output", str(out / "out")]
+    job = [str(ROOT / "submit.sh"), "process_mining", "--profile", profile, "--driver-memory",
+           "1g", "--log", log, "--output", str(out / "out")]
     if views_only:
         job += ["--no-statistics", "--no-model", "--no-conformance"]
     env = {**os.environ, "SPARKFIELD_PYTHON": sys.executable}
@@ -111,6 +113,7 @@ def whole(log: str, views_only: bool, repeats: int) -> None:
     finally:
         shutil.rmtree(out, ignore_errors=True)
     mode = "views only (no statistics, model, conformance)" if views_only else "default conf"
+    mode += f", --profile {profile}"
     print(f"{log}: process_mining job ({mode}, JVM start included) "
           f"{', '.join(f'{w:.1f}' for w in ours)} s; pm4py read + views "
           f"{', '.join(f'{w:.1f}' for w in theirs)} s -> ours at "
@@ -126,10 +129,12 @@ def main() -> int:
     ap.add_argument("--whole", metavar="LOG", help="time the whole job against pm4py's process")
     ap.add_argument("--views-only", action="store_true")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--profile", default="local", help="the job's conf profile with --whole "
+                    "(local,quick: C1-only JIT for short runs)")
     args = ap.parse_args()
     if args.whole:
         print(describe(), flush=True)
-        whole(args.whole, args.views_only, args.repeats)
+        whole(args.whole, args.views_only, args.repeats, args.profile)
         return 0
     if not getattr(args, "child", None):
         print(describe(), flush=True)
