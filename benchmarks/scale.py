@@ -471,7 +471,7 @@ def chart(doc: dict, target: Path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        # seconds: matplotlib labels the minor ticks where a panel spans under a decade
         ax.set_title(job.name)
         ax.set_xlabel(job.unit)
         ax.set_ylabel("wall seconds (JVM start included)")
