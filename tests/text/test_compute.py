@@ -55,4 +55,5 @@ def test_compute_counts_pages_sentences_and_words_without_a_report(spark):
     # the near-duplicates stay a cached frame: the driver holds none of their rows
     assert isinstance(c.duplicates, DataFrame)
     assert [(x["name"], x["rows"]) for x in s.cached] == [
-        ("documents", 2), ("sentences", 3), ("duplicates", 0), ("term_counts", 2)]
+        ("documents", 2), ("sentences", 3), ("signatures", 2), ("duplicates", 0),
+        ("term_counts", 2)]

@@ -15,7 +15,16 @@ from pyspark.sql import types as T
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.text import run
-from sparkfield.text.duplicates import find_duplicates, shingles
+from sparkfield.text.duplicates import (
+    _copies_and_near_pairs,
+    _hash_functions,
+    band_keys,
+    find_duplicates,
+    shingle_hashes,
+    shingles,
+    signature,
+    signatures,
+)
 from sparkfield.text.params import SCHEMA, duplicate_settings
 from tests.conftest import WIKI_PAGES
 
@@ -41,6 +50,56 @@ def test_shingles():
     assert shingles("Too short", 5) == ["too short"]
     assert shingles("", 5) == [] and shingles(None, 5) == []
     assert shingles("a b c", 1) == ["a", "b", "c"]
+
+
+def test_shingle_hashes_are_the_shingle_sets(wiki_pages):
+    """One 64-bit hash per distinct shingle: the sets' sizes and every pair's Jaccard
+    similarity are those of the shingles as strings, on real pages and on short texts."""
+    texts = [(wiki_pages / n).read_text("utf-8") for n in WIKI_PAGES]
+    texts += ["Too short", "too SHORT", "a b c d e", "a b c d e f", "", None]
+    hashes = [shingle_hashes(t, K) for t in texts]
+    strings = [set(shingles(t, K)) for t in texts]
+    for h, st in zip(hashes, strings, strict=True):
+        assert h.dtype == "uint64" and len(h) == len(st)
+        assert (h[1:] > h[:-1]).all()  # sorted, distinct
+    for i, j in combinations(range(len(texts) - 2), 2):
+        inter = len(set(hashes[i].tolist()) & set(hashes[j].tolist()))
+        assert inter == len(strings[i] & strings[j])
+    assert (hashes[6] == hashes[7]).all()  # case folded, as the tokens are
+    assert not set(shingle_hashes("a b", 5).tolist()) & set(shingle_hashes("a b c", 5).tolist())
+
+
+def test_signatures_in_spark_are_those_computed_here(spark):
+    """The worker's hashes and MinHash functions are fixed: the same signature in any
+    process (no per-process hash seed)."""
+    rows = [("a", "the cat sat on the mat today"), ("b", "Too short"), ("c", None), ("d", "")]
+    s = duplicate_settings()
+    got = {r["url"]: r for r in signatures(spark.createDataFrame(rows, DOCS), s).collect()}
+    assert sorted(got) == ["a", "b"]  # no words: no signature
+    a, b = _hash_functions(s.hash_tables * s.band_rows)
+    for url, text in rows[:2]:
+        h = shingle_hashes(text, s.shingle_words)
+        assert got[url]["shingles"] == len(h)
+        assert got[url]["bands"] == band_keys(signature(h, a, b), s.band_rows)
+        assert len(got[url]["bands"]) == s.hash_tables
+
+
+def test_copies_are_grouped_not_compared(spark):
+    """A page held 40 times costs 40 rows, not 780 compared pairs: copies are grouped by
+    their set, and only one page per set takes part in the comparison."""
+    words = [f"w{i}" for i in range(60)]
+    rows = [(f"p{c:02d}", " ".join(words)) for c in range(40)]
+    rows += [("q", " ".join(["q", *words]))]  # 56 of 57 shingles shared
+    rows += [(f"r{c}", " ".join(f"r{i}" for i in range(30))) for c in range(3)]
+    df = spark.createDataFrame(rows, DOCS)
+    settings = duplicate_settings({"threshold": 0.8})
+    _, near = _copies_and_near_pairs(df, settings, "text")
+    assert [tuple(r) for r in near.collect()] == [("p00", "q", pytest.approx(56 / 57))]
+    got = find_duplicates(df, settings).orderBy("page").toPandas()
+    want = [(f"p{c:02d}", "p00", 1.0) for c in range(1, 40)] + [("q", "p00", 56 / 57)] + [
+        ("r1", "r0", 1.0), ("r2", "r0", 1.0)]
+    assert [(p, d, pytest.approx(x)) for p, d, x in want] == list(
+        zip(got["page"], got["duplicate_of"], got["similarity"], strict=True))
 
 
 def test_settings_are_checked(repo_root, tmp_path):
@@ -174,7 +233,7 @@ def test_duplicates_csv_and_counts_against_a_pairwise_oracle(spark, repo_root, t
     best = {}  # page -> (similarity, duplicate_of)
     for a, b in combinations(sorted(texts), 2):
         inter, union = len(sh[a] & sh[b]), len(sh[a] | sh[b])
-        sim = 1.0 - (1.0 - inter / union)  # as MinHashLSH's distance gives it
+        sim = inter / union
         if sim >= 0.8 and (b not in best or sim > best[b][0]):
             best[b] = (sim, a)
     assert len(best) == 12  # every copy; the originals and the unrelated page are none

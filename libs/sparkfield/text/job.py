@@ -44,7 +44,7 @@ from sparkfield.text.crawl_state import (
     unreadable,
     warn,
 )
-from sparkfield.text.duplicates import find_duplicates
+from sparkfield.text.duplicates import find_duplicates, signatures
 from sparkfield.text.fetch import conform_pages, fetch_batches, fetch_schema
 from sparkfield.text.functions import html_to_text, split_sentences, stopword_set, tokenize
 from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
@@ -291,8 +291,10 @@ def compute(spark: SparkSession, p: BagOfWordsParams, pages: DataFrame, state: C
     good = docs.where(F.col("error").isNull())
     # as many rows as near-duplicate pages: they stay in Spark (counted, left out, written)
     with stats.step("duplicates"):
+        sigs = stack.enter_context(cached(signatures(good, p.duplicates), "signatures",
+                                          report=stats))
         dups, n_dups = stack.enter_context(cached_rows(
-            find_duplicates(good, p.duplicates), "duplicates", report=stats))
+            find_duplicates(good, p.duplicates, sigs=sigs), "duplicates", report=stats))
     stats.outputs["duplicates"] = n_dups
     terms, counted = _terms(p, good, dups if n_dups else None, state, stats, stack)
     word_stats, vocab = _vocabulary(p, terms, counted, state, stats, stack)

@@ -37,9 +37,13 @@ SCHEMA = JobSchema("bag_of_words", [
     Param("keep_duplicates", "bool", False, "count near-duplicate pages (duplicates.csv) in "
           "the vocabulary too", flag="--keep-duplicates"),
     Param("duplicates.threshold", "fraction", 0.8, "Jaccard similarity of the shingle sets at "
-          "or above which two pages are near-duplicates (MinHashLSH)"),
+          "or above which two pages are near-duplicates (MinHash LSH; pages with the same set "
+          "are grouped, not compared)"),
     Param("duplicates.shingle_words", "int", 5, "words per shingle", ge=1),
-    Param("duplicates.hash_tables", "int", 8, "MinHashLSH hash tables", ge=1),
+    Param("duplicates.hash_tables", "int", 16, "LSH bands (hash tables): two pages are "
+          "compared when one band's MinHash values are all equal", ge=1),
+    Param("duplicates.band_rows", "int", 4, "MinHash values per band: more finds fewer "
+          "pairs below the threshold, fewer finds more of those at it", ge=1),
     Param("warc_output", "bool", True, "with --urls: write every fetched page as WARC "
           "(warc/part-NNNNN.warc.gz: request, response or revisit records); other sources "
           "fetch nothing and write none", flag="--warc-output"),
