@@ -106,8 +106,41 @@ done
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$PY}"
 export PYSPARK_DRIVER_PYTHON="${PYSPARK_DRIVER_PYTHON:-$PY}"
 export SPARKFIELD_CONF_DIR="$CONF_DIR"
-export SPARK_CONF_DIR="${SPARK_CONF_DIR:-$ROOT/conf/spark}"
+if [ -z "${SPARK_CONF_DIR:-}" ]; then
+  # Spark's launcher puts its conf directory on the class path: an empty one here (no
+  # spark-defaults.conf or spark-env.sh), so that the driver JVM can keep a class archive, and
+  # the log settings of conf/spark/log4j2.properties given to the driver JVM by name
+  export SPARK_CONF_DIR="$BUILD/spark-conf"
+  mkdir -p "$SPARK_CONF_DIR"
+  export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }-Dlog4j2.configurationFile=file:$ROOT/conf/spark/log4j2.properties"
+fi
 CMD=("$SUBMIT" "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --py-files "$ZIP$USER_PYFILES"
      "$JOB_FILE" ${PASS[@]+"${PASS[@]}"})
 if [ "$DRY_RUN" = 1 ]; then printf '%s\n' "${CMD[@]}"; exit 0; fi
-exec "${CMD[@]}"
+
+# the driver JVM's class archive (sparkfield/core/class_archive.py): mapped when there is one,
+# written by the first run otherwise, and kept only when that run succeeds
+CP_GIVEN=()
+for a in "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"}; do
+  case "$a" in --driver-class-path|spark.driver.extraClassPath=*) CP_GIVEN=(--class-path-given) ;; esac
+done
+JVM_DIR="$BUILD/jvm"
+ARCHIVE_OPTS="$(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.class_archive \
+  --spark-home "$SPARK_HOME" --dir "$JVM_DIR" --tag "$$" ${CP_GIVEN[@]+"${CP_GIVEN[@]}"})"
+case "$ARCHIVE_OPTS" in
+  *ArchiveClassesAtExit*) ;;
+  *) [ -z "$ARCHIVE_OPTS" ] || export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$ARCHIVE_OPTS"
+     exec "${CMD[@]}" ;;
+esac
+export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }$ARCHIVE_OPTS"
+"${CMD[@]}" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP  # not exec'd: pass a stop on
+rc=0
+wait "$child" || rc=$?
+while kill -0 "$child" 2>/dev/null; do rc=0; wait "$child" || rc=$?; done
+for f in "$JVM_DIR"/*.jsa."$$".partial; do
+  [ -e "$f" ] || continue
+  if [ "$rc" = 0 ] && [ -s "$f" ]; then mv -f "$f" "${f%."$$".partial}"; else rm -f "$f"; fi
+done
+exit "$rc"

@@ -75,3 +75,51 @@ def test_the_quick_profile_starts_the_driver_jvm_with_c1_only_and_runs(tmp_path)
                   "--grid-step-m", "50", "--top", "3")
     assert res.returncode == 0, res.stderr[-3000:]
     assert len(pd.read_csv(out / "top_locations.csv")) == 3
+
+
+def test_the_driver_jvm_writes_its_class_archive_once_and_maps_it_after(tmp_path):
+    """The first run writes build/jvm/<fingerprint>.jsa as the JVM exits (kept because the run
+    succeeded); the next run's driver JVM maps it, as Java's own class-sharing log shows. A
+    failed run keeps no archive."""
+    jvm = ROOT / "build" / "jvm"
+    for f in jvm.glob("*"):
+        f.unlink()
+    bad = _submit("coffee_shops", "--output", str(tmp_path / "bad"), "--grid-step-m", "0")
+    assert bad.returncode != 0
+    assert "writes its class archive" in bad.stderr
+    assert list(jvm.glob("*")) == []  # neither the archive nor its partial file
+
+    first = _submit("coffee_shops", "--output", str(tmp_path / "one"), "--grid-step-m", "50",
+                    "--top", "3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "writes its class archive" in first.stderr
+    archives = list(jvm.glob("*"))
+    assert len(archives) == 1 and archives[0].suffix == ".jsa"
+    assert archives[0].stat().st_size > 10_000_000
+
+    log = tmp_path / "cds.log"
+    second = _submit("coffee_shops", "--output", str(tmp_path / "two"), "--grid-step-m", "50",
+                     "--top", "3", env={"SPARK_SUBMIT_OPTS": f"-Xlog:cds=info:file={log}"})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "class archive" not in second.stderr
+    text = log.read_text()
+    assert f"Opened archive {archives[0]}" in text and "Mapped dynamic region" in text
+    assert pd.read_csv(tmp_path / "two" / "top_locations.csv").equals(
+        pd.read_csv(tmp_path / "one" / "top_locations.csv"))
+
+
+def test_a_users_spark_conf_directory_is_kept_and_no_archive_is_used(tmp_path):
+    """With SPARK_CONF_DIR set (here: Spark defaults that name the app), Spark reads it as
+    before; it is on the class path, so the driver JVM neither maps nor writes an archive."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.sparkfield.marker from-user-conf\n")
+    log = tmp_path / "cds.log"
+    res = _submit("coffee_shops", "--output", str(tmp_path / "out"), "--grid-step-m", "50",
+                  "--top", "3", "--verbose",
+                  env={"SPARK_CONF_DIR": str(conf),
+                       "SPARK_SUBMIT_OPTS": f"-Xlog:cds=info:file={log}"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "spark.sparkfield.marker" in res.stdout + res.stderr  # the user's defaults read
+    assert "class archive" not in res.stderr
+    assert "Mapped dynamic region" not in log.read_text()
