@@ -8,8 +8,9 @@ pm4py is AGPL and is used here only as the reference.
 
 ``--whole LOG``: the whole processes instead, as a user runs them, start-up included: the
 ``process_mining`` job through ``submit.sh`` (``--driver-memory 1g``, the default conf, or with
-``--views-only`` no statistics, model or conformance) against a Python process that imports
-pm4py, reads the log and computes the same views. Runs each ``--repeats`` times, best kept;
+``--views-only`` no statistics, model, conformance or CSV copy of the log: what pm4py's side
+computes, written) against a Python process that imports pm4py, reads the log and computes the
+same views. Runs each ``--repeats`` times, best kept;
 ``--profile local,quick`` runs the job with the quick profile (C1-only JIT, for short runs).
 
 Usage: python benchmarks/process_mining.py [--cores 2] [--copies 8]
@@ -101,7 +102,7 @@ def whole(log: str, views_only: bool, repeats: int, profile: str = "local") -> N
     job = [str(ROOT / "submit.sh"), "process_mining", "--profile", profile, "--driver-memory",
            "1g", "--log", log, "--output", str(out / "out")]
     if views_only:
-        job += ["--no-statistics", "--no-model", "--no-conformance"]
+        job += ["--no-statistics", "--no-model", "--no-conformance", "--exports", "none"]
     env = {**os.environ, "SPARKFIELD_PYTHON": sys.executable}
     try:
         ours = []
@@ -112,7 +113,8 @@ def whole(log: str, views_only: bool, repeats: int, profile: str = "local") -> N
         theirs = [_wall([sys.executable, "-c", PM4PY_WHOLE, log])[0] for _ in range(repeats)]
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    mode = "views only (no statistics, model, conformance)" if views_only else "default conf"
+    mode = ("views only (no statistics, model, conformance, exports)" if views_only
+            else "default conf")
     mode += f", --profile {profile}"
     print(f"{log}: process_mining job ({mode}, JVM start included) "
           f"{', '.join(f'{w:.1f}' for w in ours)} s; pm4py read + views "

@@ -202,12 +202,28 @@ def _sql_time(col: Column | str) -> Column:
     return F.date_format(col, "yyyy-MM-dd HH:mm:ss.SSSSSSxxx")
 
 
-def _chunks(df: DataFrame, rows: int | None, per: int = 500_000) -> Iterable:
-    """The rows of ``df`` on the driver, ``per`` rows (one partition) at a time: one job per
-    chunk rather than per (possibly tiny) partition."""
-    if rows is not None:
-        df = df.coalesce(max(1, -(-rows // per)))
-    return df.toLocalIterator()
+_POS = "_sparkfield_pos"
+
+
+def bounded_partitions(df: DataFrame, rows: int | None, per: int = 250_000) -> DataFrame:
+    """``df`` in partitions of about ``per`` rows, its rows in the same order: small
+    partitions are merged (one job per chunk rather than per tiny partition), large ones split
+    (a partition is what the driver holds at once). ``rows``: the row count, when known."""
+    if rows is None:
+        return df
+    n = max(1, -(-rows // per))
+    have = df.rdd.getNumPartitions()
+    if have >= n:
+        return df.coalesce(n)
+    if rows <= per * have:
+        return df
+    return (df.withColumn(_POS, F.monotonically_increasing_id())  # the order as it is
+            .repartitionByRange(n, _POS).sortWithinPartitions(_POS).drop(_POS))
+
+
+def _chunks(df: DataFrame, rows: int | None) -> Iterable:
+    """The rows of ``df`` on the driver, one bounded partition at a time."""
+    return bounded_partitions(df, rows).toLocalIterator()
 
 
 def write_sqlite(spark: SparkSession, tables: OcelTables, types: Types, target: str,
