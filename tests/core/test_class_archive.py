@@ -19,8 +19,8 @@ def spark_home(tmp_path) -> Path:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], **{k: os.environ[k] for k in ("JAVA_HOME",)
-                                            if k in os.environ}, **extra}
+    java_home = {"JAVA_HOME": os.environ["JAVA_HOME"]} if "JAVA_HOME" in os.environ else {}
+    return {"PATH": os.environ["PATH"], **java_home, **extra}
 
 
 def test_written_once_then_mapped(spark_home, tmp_path):
@@ -49,7 +49,7 @@ def test_a_new_spark_or_java_gets_its_own_archive(spark_home, tmp_path):
     second = fingerprint(str(spark_home), env)
     assert second != first
     assert fingerprint(str(spark_home), {**env, "SPARK_CONF_DIR": str(tmp_path)}) != second
-    (folder).mkdir()
+    folder.mkdir()
     (folder / f"{first}.jsa").write_bytes(b"old install")
     options(str(spark_home), folder, "9", env)
     assert not (folder / f"{first}.jsa").exists()  # replaced, not kept beside

@@ -151,11 +151,11 @@ def shingle_sets(docs: DataFrame, k: int, text_col: str = "text") -> DataFrame:
 
 
 def _copies_and_near_pairs(docs: DataFrame, s: DuplicateSettings, text_col: str,
-                           sig: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+                           sigs: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """(url, digest, first: the earliest URL of its set) per document; (a, b, similarity) for
     the pairs of first pages at or above the threshold."""
-    sig = signatures(docs, s, text_col) if sig is None else sig
-    copies = sig.withColumn("first", F.min("url").over(Window.partitionBy("digest")))
+    sigs = signatures(docs, s, text_col) if sigs is None else sigs
+    copies = sigs.withColumn("first", F.min("url").over(Window.partitionBy("digest")))
     firsts = copies.where(F.col("url") == F.col("first"))
     buckets = firsts.select("url", "shingles", F.posexplode("bands").alias("band", "key"))
     cand = buckets.alias("x").join(buckets.alias("y"), ["band", "key"]) \
