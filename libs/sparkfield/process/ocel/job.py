@@ -217,7 +217,8 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: OcelComputed,
     with report.step("write_ocel_json"):
         write_json(spark, c.tables, c.types, out.path("ocel.json"))
     with report.step("write_ocel_sqlite"):
-        write_sqlite(spark, c.tables, c.types, out.path("ocel.sqlite"), c.rows)
+        write_sqlite(spark, c.tables, c.types, out.path("ocel.sqlite"), c.rows,
+                     p.sqlite_part_rows)
     with report.step("write_rejects"):
         out.write_parquet("ocel_rejects", c.tables.rejects, partitions=1)
 

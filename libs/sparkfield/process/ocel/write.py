@@ -6,10 +6,13 @@ event types, small) into one file, so the log is never collected. Events are lis
 order (``schema.ORDER``: timestamp, mapping order, source row, activity), which is how readers
 order events with equal timestamps.
 
-ocel.sqlite must be one database file written by one process: the driver streams the tables
-partition by partition (``toLocalIterator``: one partition in memory at a time) into a local
-SQLite file, then copies it into the output. SQLite has no event order beyond ``ocel_time``:
-readers order equal timestamps by table position (pm4py: per event-type table).
+ocel.sqlite must be one database file written by one process. The executors place the rows of
+each table, a bounded partition at a time, into small in-memory SQLite databases (the parts);
+the driver receives the parts one at a time (``toLocalIterator``) and appends their tables to
+a local SQLite file with ``INSERT ... SELECT``, in partition order, then copies the file into
+the output. No Python runs per row on the driver. SQLite has no event order beyond
+``ocel_time``: readers order equal timestamps by table position (pm4py: per event-type
+table), which is the order of the events' frame.
 """
 
 from __future__ import annotations
@@ -20,14 +23,18 @@ import re
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.io import append_parts, hadoop_fs
+from sparkfield.core.workers import in_worker
 from sparkfield.process.ocel.build import (
     E2O_EVENT,
     E2O_OBJECT,
@@ -40,7 +47,7 @@ from sparkfield.process.ocel.build import (
     OcelTables,
 )
 from sparkfield.process.ocel.mapping import OcelMapping
-from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ORDER, TIMESTAMP
+from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ORDER, ROW_ORDER, SRC_ORDER, TIMESTAMP
 
 ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 EPOCH = "1970-01-01T00:00:00Z"  # the time of an object attribute's initial value
@@ -187,53 +194,139 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _stream(db: sqlite3.Connection, sql: str, rows: Iterable[tuple], batch: int = 20_000) -> None:
-    buf: list[tuple] = []
-    for r in rows:
-        buf.append(r)
-        if len(buf) >= batch:
-            db.executemany(sql, buf)
-            buf = []
-    if buf:
-        db.executemany(sql, buf)
-
-
 def _sql_time(col: Column | str) -> Column:
     return F.date_format(col, "yyyy-MM-dd HH:mm:ss.SSSSSSxxx")
 
 
-_POS = "_sparkfield_pos"
+@dataclass(frozen=True)
+class Placement:
+    """Where the rows of one selected frame go: every row into each of ``every`` and each
+    row into the table of its type (``by_type``, keyed by the value of column ``route``: an
+    event's activity, an object's type); each table with the positions of its columns.
+    ``key``: the columns of the frame the rows are appended in the order of (columns after
+    the placed ones are read for the order alone)."""
+
+    every: tuple[tuple[str, tuple[int, ...]], ...]
+    by_type: dict[str, tuple[str, tuple[int, ...]]]
+    key: tuple[str, ...]
+    route: int = 1
+
+    def tables(self) -> list[tuple[str, int]]:
+        """(table, number of columns), every table of the placement once."""
+        out = {name: len(cols) for name, cols in (*self.every, *self.by_type.values())}
+        return list(out.items())
 
 
-def bounded_partitions(df: DataFrame, rows: int | None, per: int = 250_000) -> DataFrame:
-    """``df`` in partitions of about ``per`` rows, its rows in the same order: small
-    partitions are merged (one job per chunk rather than per tiny partition), large ones split
-    (a partition is what the driver holds at once). ``rows``: the row count, when known."""
-    if rows is None:
-        return df
-    n = max(1, -(-rows // per))
-    have = df.rdd.getNumPartitions()
-    if have >= n:
-        return df.coalesce(n)
-    if rows <= per * have:
-        return df
-    return (df.withColumn(_POS, F.monotonically_increasing_id())  # the order as it is
-            .repartitionByRange(n, _POS).sortWithinPartitions(_POS).drop(_POS))
+PART = T.StructType([T.StructField("part", T.BinaryType(), False),
+                     T.StructField("rows", T.LongType(), False)])
 
 
-def _chunks(df: DataFrame, rows: int | None) -> Iterable:
-    """The rows of ``df`` on the driver, one bounded partition at a time."""
-    return bounded_partitions(df, rows).toLocalIterator()
+def _insert(table: str, width: int) -> str:
+    return f"INSERT INTO {_q(table)} VALUES ({', '.join('?' * width)})"
+
+
+def _put(db: sqlite3.Connection, table: str, batch: pa.RecordBatch, cols: tuple[int, ...]
+         ) -> None:
+    db.executemany(_insert(table, len(cols)),
+                   zip(*(batch.column(i).to_pylist() for i in cols), strict=True))
+
+
+def _add(db: sqlite3.Connection, place: Placement, batch: pa.RecordBatch) -> None:
+    for table, cols in place.every:
+        _put(db, table, batch, cols)
+    if not place.by_type:
+        return
+    route = batch.column(place.route)
+    for value in pc.unique(route).to_pylist():
+        table, cols = place.by_type[value]
+        _put(db, table, batch.filter(pc.equal(route, value)), cols)
+
+
+def part_builder(place: Placement) -> Callable[[Iterator[pa.RecordBatch]],
+                                                Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function: a task's rows in, placed into an in-memory SQLite database
+    (the placement's tables, untyped columns, no keys); out one row, the database file's bytes
+    (``part``) and the rows read (``rows``), or nothing for an empty partition."""
+
+    def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with closing(sqlite3.connect(":memory:")) as db:
+            for table, width in place.tables():
+                db.execute(f"CREATE TABLE {_q(table)} "
+                           f"({', '.join(f'c{i}' for i in range(width))})")
+            n = 0
+            for batch in batches:
+                if batch.num_rows:
+                    _add(db, place, batch)
+                    n += batch.num_rows
+            db.commit()
+            if n:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([db.serialize()], pa.binary()), pa.array([n], pa.int64())],
+                    names=["part", "rows"])
+
+    return build
+
+
+def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
+                        rows: int | None, per: int = 250_000) -> int:
+    """The rows of ``df`` appended, in the order of the placement's key, to the tables of
+    ``place`` in ``db``.
+
+    The executors place each partition of about ``per`` rows into a SQLite part (Python per
+    row runs there, in parallel); the driver receives one part at a time and copies its
+    tables with ``INSERT ... SELECT``, SQLite's own loop, in partition order. A frame of one
+    part or less is placed by the driver itself, from Arrow: no Python worker to start.
+    Returns the rows appended; raises when ``rows`` is known and differs."""
+    if rows is not None and rows <= per:
+        small = (df.orderBy(*place.key) if place.key else df).toArrow()
+        for batch in small.to_batches():
+            _add(db, place, batch)
+        db.commit()
+        total = small.num_rows
+    else:
+        total = _append_parts(db, df, place, rows, per)
+    if rows is not None and total != rows:
+        raise RuntimeError(f"SQLite tables {', '.join(t for t, _ in place.tables())}: "
+                           f"{total} rows appended, {rows} expected")
+    return total
+
+
+def _append_parts(db: sqlite3.Connection, df: DataFrame, place: Placement, rows: int | None,
+                  per: int) -> int:
+    parts = _in_parts(df, place.key, rows, per).mapInArrow(in_worker(part_builder(place)),
+                                                            PART)
+    tables = [t for t, _ in place.tables()]
+    total = 0
+    for part in parts.toLocalIterator(prefetchPartitions=True):
+        db.execute("ATTACH ':memory:' AS part")
+        try:
+            db.deserialize(part["part"], name="part")
+            for t in tables:
+                db.execute(f"INSERT INTO main.{_q(t)} SELECT * FROM part.{_q(t)} ORDER BY rowid")
+            db.commit()
+        finally:
+            db.execute("DETACH part")
+        total += part["rows"]
+    return total
+
+
+def _in_parts(df: DataFrame, key: tuple[str, ...], rows: int | None, per: int) -> DataFrame:
+    """``df`` sorted by ``key``, in partitions of about ``per`` rows (``rows``: its row count,
+    when known)."""
+    ranged = (df.repartitionByRange(max(1, -(-rows // per)), *key) if rows is not None
+              else df.repartitionByRange(*key))
+    return ranged.sortWithinPartitions(*key)
 
 
 def write_sqlite(spark: SparkSession, tables: OcelTables, types: Types, target: str,
-                 rows: dict[str, int] | None = None) -> None:
-    """``rows``: the row counts of the cached tables (``ocel_events``, ...), when known."""
+                 rows: dict[str, int] | None = None, per: int = 250_000) -> None:
+    """``rows``: the row counts of the cached tables (``ocel_events``, ...), when known;
+    ``per``: about how many rows the executors put into one part."""
     fd, local = tempfile.mkstemp(prefix=f"sparkfield-{uuid.uuid4().hex[:8]}-", suffix=".sqlite")
     os.close(fd)
     try:
         with closing(sqlite3.connect(local)) as db:
-            _fill(db, tables, types, rows or {})
+            _fill(db, tables, types, rows or {}, per)
             db.commit()
         fs, jtarget = hadoop_fs(spark, target)
         fs.copyFromLocalFile(False, True, spark.sparkContext._jvm.org.apache.hadoop.fs.Path(
@@ -242,24 +335,24 @@ def write_sqlite(spark: SparkSession, tables: OcelTables, types: Types, target: 
         os.remove(local)
 
 
-def _fill(db: sqlite3.Connection, tables: OcelTables, types: Types, rows: dict[str, int]
-          ) -> None:
+def _fill(db: sqlite3.Connection, tables: OcelTables, types: Types, rows: dict[str, int],
+          per: int) -> None:
     """The SQLite-OCEL 2.0 tables, filled from ``tables``."""
     db.execute("PRAGMA journal_mode=OFF")
     db.execute("PRAGMA synchronous=OFF")
+    db.execute("PRAGMA cache_size=-65536")  # KiB: the event-type tables' keys come unsorted
     etab = table_names(sorted(types.events))
     otab = table_names(sorted(types.objects))
     _create_tables(db, types, etab, otab)
-    _insert_events(db, tables.events, types, etab, rows.get("ocel_events"))
-    _stream(db, "INSERT INTO event_object VALUES (?, ?, ?)",
-            (tuple(r) for r in _chunks(tables.e2o.select(E2O_EVENT, E2O_OBJECT, QUAL),
-                                       rows.get("ocel_e2o"))))
-    _stream(db, "INSERT INTO object_object VALUES (?, ?, ?)",
-            (tuple(r) for r in _chunks(tables.o2o.select(
-                "ocel_source_id", "ocel_target_id", QUAL), rows.get("ocel_o2o"))))
-    inserts = _insert_statements(types.objects, otab, "object_", 3)
-    _insert_objects(db, tables.objects, inserts, rows.get("ocel_objects"))
-    _insert_changes(db, tables.changes, inserts, rows.get("ocel_changes"))
+    for df, place, name in (
+            _events(tables.events, types.events, etab),
+            _keyed(tables.events.select(EID, ACTIVITY), "event", "ocel_events"),
+            _keyed(tables.e2o.select(E2O_EVENT, E2O_OBJECT, QUAL), "event_object", "ocel_e2o"),
+            _keyed(tables.o2o.select("ocel_source_id", "ocel_target_id", QUAL),
+                   "object_object", "ocel_o2o"),
+            _objects(tables.objects, types.objects, otab),
+            _changes(tables.changes, types.objects, otab)):
+        append_sqlite_parts(db, df, place, rows.get(name), per)
 
 
 def _create_tables(db: sqlite3.Connection, types: Types, etab: dict[str, str],
@@ -286,42 +379,73 @@ def _create_tables(db: sqlite3.Connection, types: Types, etab: dict[str, str],
                    f"TIMESTAMP, ocel_changed_field TEXT{cols})")
 
 
-def _insert_statements(kinds: dict[str, list[str]], names: dict[str, str], prefix: str,
-                       fixed: int) -> dict[str, tuple[str, list[str]]]:
-    """Per type: the INSERT into its table (``fixed`` leading columns, then one per
-    attribute) and its attribute names."""
-    return {t: (f"INSERT INTO {_q(prefix + names[t])} VALUES "
-                f"({', '.join('?' * (fixed + len(a)))})", a) for t, a in kinds.items()}
+def _attribute_names(kinds: dict[str, list[str]]) -> dict[str, int]:
+    """Every attribute name of ``kinds``, once, with its position among them."""
+    names = dict.fromkeys(a for attrs in kinds.values() for a in attrs)
+    return {a: i for i, a in enumerate(names)}
 
 
-def _insert_events(db: sqlite3.Connection, events: DataFrame, types: Types,
-                   etab: dict[str, str], rows: int | None) -> None:
-    inserts = _insert_statements(types.events, etab, "event_", 2)
-    ev = events.select(EID, ACTIVITY, _sql_time(TIMESTAMP).alias("t"), ATTRIBUTES)
-    for r in _chunks(ev, rows):
-        sql, attrs = inserts[r[ACTIVITY]]
-        vals = r[ATTRIBUTES] or {}
-        db.execute(sql, (r[EID], r["t"], *[vals.get(a) for a in attrs]))
-        db.execute("INSERT INTO event VALUES (?, ?)", (r[EID], r[ACTIVITY]))
+def _by_type(kinds: dict[str, list[str]], names: dict[str, str], prefix: str,
+             fixed: tuple[int, ...], pos: dict[str, int]) -> dict[str, tuple[str, tuple]]:
+    """Per type: its table and the positions of its columns in the selection, the ``fixed``
+    ones, then one per attribute of the type (the attributes follow the fixed columns)."""
+    first = max(fixed) + 1
+    return {t: (prefix + names[t], (*fixed, *(first + pos[a] for a in attrs)))
+            for t, attrs in kinds.items()}
 
 
-def _insert_objects(db: sqlite3.Connection, objects: DataFrame,
-                    inserts: dict[str, tuple[str, list[str]]], rows: int | None) -> None:
-    """Every object with its initial attribute values (at the epoch)."""
-    for r in _chunks(objects, rows):
-        sql, attrs = inserts[r[OTYPE]]
-        vals = r[ATTRIBUTES] or {}
-        db.execute(sql, (r[OID], "1970-01-01 00:00:00.000000+00:00", None,
-                         *[vals.get(a) for a in attrs]))
-        db.execute("INSERT INTO object VALUES (?, ?)", (r[OID], r[OTYPE]))
+def _attributes(pos: dict[str, int], value: Callable[[str], Column] | None = None
+                ) -> list[Column]:
+    """One column per attribute name: ``value(name)``, or the name's value in the row's
+    attribute map."""
+    return [(value(a) if value else F.col(ATTRIBUTES)[a]).alias(f"a{i}")
+            for a, i in pos.items()]
 
 
-def _insert_changes(db: sqlite3.Connection, changes: DataFrame,
-                    inserts: dict[str, tuple[str, list[str]]], rows: int | None) -> None:
-    """One row per changed field, in the object type's table."""
-    for r in _chunks(changes.select(OID, OTYPE, _sql_time("ocel_time").alias("t"),
-                                    "ocel_changed_field", "value"), rows):
-        sql, attrs = inserts[r[OTYPE]]
-        db.execute(sql, (r[OID], r["t"], r["ocel_changed_field"],
-                         *[r["value"] if a == r["ocel_changed_field"] else None
-                           for a in attrs]))
+def _events(events: DataFrame, kinds: dict[str, list[str]], etab: dict[str, str]
+            ) -> tuple[DataFrame, Placement, str]:
+    """The event-type tables, each in event order (``schema.ORDER``, then id), as ocel.json
+    lists them: the order readers keep for equal times. Selected: id, activity, time, every
+    attribute (null where the event has none), then the order's columns."""
+    pos = _attribute_names(kinds)
+    df = events.select(EID, ACTIVITY, _sql_time(TIMESTAMP).alias("t"), *_attributes(pos),
+                       TIMESTAMP, SRC_ORDER, ROW_ORDER)
+    return df, Placement(every=(), by_type=_by_type(kinds, etab, "event_", (0, 2), pos),
+                         key=(*ORDER, EID)), "ocel_events"
+
+
+def _objects(objects: DataFrame, kinds: dict[str, list[str]], otab: dict[str, str]
+             ) -> tuple[DataFrame, Placement, str]:
+    """Every object with its initial attribute values, at the epoch and no changed field, in
+    (type, id) order: id, type, time, field, every attribute, then the type's index."""
+    pos = _attribute_names(kinds)
+    df = objects.select(OID, OTYPE, F.lit("1970-01-01 00:00:00.000000+00:00").alias("t"),
+                        F.lit(None).cast("string").alias("field"), *_attributes(pos),
+                        TYPE_INDEX)
+    return df, Placement(every=(("object", (0, 1)),),
+                         by_type=_by_type(kinds, otab, "object_", (0, 2, 3), pos),
+                         key=(TYPE_INDEX, OID)), "ocel_objects"
+
+
+def _changes(changes: DataFrame, kinds: dict[str, list[str]], otab: dict[str, str]
+             ) -> tuple[DataFrame, Placement, str]:
+    """One row per changed field, in the object type's table after its objects, the new value
+    in the field's column, by object and time: id, type, time, field, every attribute, then
+    the time and value again (the order)."""
+    pos = _attribute_names(kinds)
+    field = F.col("ocel_changed_field")
+    df = changes.select(OID, OTYPE, _sql_time("ocel_time").alias("t"), field,
+                        *_attributes(pos, lambda a: F.when(field == F.lit(a), F.col("value"))),
+                        "ocel_time", "value")
+    return df, Placement(every=(), by_type=_by_type(kinds, otab, "object_", (0, 2, 3), pos),
+                         key=(OID, "ocel_time", "ocel_changed_field", "value")), \
+        "ocel_changes"
+
+
+def _keyed(df: DataFrame, table: str, name: str) -> tuple[DataFrame, Placement, str]:
+    """A table whose rows are a set, keyed by its leading columns (``event``,
+    ``event_object``, ``object_object``): appended sorted by all its columns, so that SQLite
+    appends to the key's index rather than inserting all over it (which slows down as the
+    index outgrows SQLite's cache)."""
+    return df, Placement(every=((table, tuple(range(len(df.columns)))),), by_type={},
+                         key=tuple(df.columns)), name
