@@ -227,7 +227,7 @@ EVENT_LOG = JobSchema("event_log", [
     _MODEL,
     _CONFORMANCE,
     _CONFORMANCE_MODEL,
-    Param("sqlite_part_rows", "int", 250_000, "object-centric mappings: ocel.sqlite is built "
+    Param("sqlite_part_rows", "int", 100_000, "object-centric mappings: ocel.sqlite is built "
           "by the executors in parts of this many rows, which the driver appends to the file "
           "one at a time (a part is what either side holds at once)",
           flag="--sqlite-part-rows", ge=1),

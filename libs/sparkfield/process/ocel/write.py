@@ -7,12 +7,13 @@ order (``schema.ORDER``: timestamp, mapping order, source row, activity), which 
 order events with equal timestamps.
 
 ocel.sqlite must be one database file written by one process. The executors place the rows of
-each table, a bounded partition at a time, into small in-memory SQLite databases (the parts);
-the driver receives the parts one at a time (``toLocalIterator``) and appends their tables to
-a local SQLite file with ``INSERT ... SELECT``, in partition order, then copies the file into
-the output. No Python runs per row on the driver. SQLite has no event order beyond
-``ocel_time``: readers order equal timestamps by table position (pm4py: per event-type
-table), which is the order of the events' frame.
+each table, sorted and cut into partitions of a bounded size, into small in-memory SQLite
+databases (the parts); the driver receives the parts one at a time (``toLocalIterator``) and
+appends their tables to a local SQLite file with ``INSERT ... SELECT``, in partition order,
+then copies the file into the output. No Python runs per row on the driver, but for a table
+of one part or less, which it places itself (no Python worker to start). SQLite has no
+event order beyond ``ocel_time``: readers order equal timestamps by table position (pm4py:
+per event-type table), so the event-type tables are written in event order too.
 """
 
 from __future__ import annotations
@@ -268,7 +269,7 @@ def part_builder(place: Placement) -> Callable[[Iterator[pa.RecordBatch]],
 
 
 def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
-                        rows: int | None, per: int = 250_000) -> int:
+                        rows: int | None, per: int = 100_000) -> int:
     """The rows of ``df`` appended, in the order of the placement's key, to the tables of
     ``place`` in ``db``.
 
@@ -278,7 +279,7 @@ def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
     part or less is placed by the driver itself, from Arrow: no Python worker to start.
     Returns the rows appended; raises when ``rows`` is known and differs."""
     if rows is not None and rows <= per:
-        small = (df.orderBy(*place.key) if place.key else df).toArrow()
+        small = df.orderBy(*place.key).toArrow()
         for batch in small.to_batches():
             _add(db, place, batch)
         db.commit()
@@ -319,7 +320,7 @@ def _in_parts(df: DataFrame, key: tuple[str, ...], rows: int | None, per: int) -
 
 
 def write_sqlite(spark: SparkSession, tables: OcelTables, types: Types, target: str,
-                 rows: dict[str, int] | None = None, per: int = 250_000) -> None:
+                 rows: dict[str, int] | None = None, per: int = 100_000) -> None:
     """``rows``: the row counts of the cached tables (``ocel_events``, ...), when known;
     ``per``: about how many rows the executors put into one part."""
     fd, local = tempfile.mkstemp(prefix=f"sparkfield-{uuid.uuid4().hex[:8]}-", suffix=".sqlite")
@@ -340,7 +341,6 @@ def _fill(db: sqlite3.Connection, tables: OcelTables, types: Types, rows: dict[s
     """The SQLite-OCEL 2.0 tables, filled from ``tables``."""
     db.execute("PRAGMA journal_mode=OFF")
     db.execute("PRAGMA synchronous=OFF")
-    db.execute("PRAGMA cache_size=-65536")  # KiB: the event-type tables' keys come unsorted
     etab = table_names(sorted(types.events))
     otab = table_names(sorted(types.objects))
     _create_tables(db, types, etab, otab)
