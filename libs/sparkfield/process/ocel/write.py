@@ -276,10 +276,11 @@ def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
     The executors place each partition of about ``per`` rows into a SQLite part (Python per
     row runs there, in parallel); the driver receives one part at a time and copies its
     tables with ``INSERT ... SELECT``, SQLite's own loop, in partition order. A frame of one
-    part or less is placed by the driver itself, from Arrow: no Python worker to start.
+    part or less is collected as Arrow, sorted and placed by the driver itself: no Python
+    worker to start, no sort's jobs.
     Returns the rows appended; raises when ``rows`` is known and differs."""
-    if rows is not None and rows <= per:
-        small = df.orderBy(*place.key).toArrow()
+    if rows is not None and rows <= per:  # sorted here: no Spark sort's jobs for small tables
+        small = df.toArrow().sort_by([(k, "ascending") for k in place.key])
         for batch in small.to_batches():
             _add(db, place, batch)
         db.commit()
