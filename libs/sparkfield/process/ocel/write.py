@@ -218,6 +218,7 @@ class Placement:
         return list(out.items())
 
 
+PART_ROWS = 100_000  # the default part size (event_log's sqlite_part_rows)
 PART = T.StructType([T.StructField("part", T.BinaryType(), False),
                      T.StructField("rows", T.LongType(), False)])
 
@@ -243,7 +244,7 @@ def _add(db: sqlite3.Connection, place: Placement, batch: pa.RecordBatch) -> Non
         _put(db, table, batch.filter(pc.equal(route, value)), cols)
 
 
-def part_builder(place: Placement) -> Callable[[Iterator[pa.RecordBatch]],
+def _part_builder(place: Placement) -> Callable[[Iterator[pa.RecordBatch]],
                                                 Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: a task's rows in, placed into an in-memory SQLite database
     (the placement's tables, untyped columns, no keys); out one row, the database file's bytes
@@ -269,7 +270,7 @@ def part_builder(place: Placement) -> Callable[[Iterator[pa.RecordBatch]],
 
 
 def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
-                        rows: int | None, per: int = 100_000) -> int:
+                        rows: int | None, per: int = PART_ROWS) -> int:
     """The rows of ``df`` appended, in the order of the placement's key, to the tables of
     ``place`` in ``db``.
 
@@ -295,7 +296,7 @@ def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
 
 def _append_parts(db: sqlite3.Connection, df: DataFrame, place: Placement, rows: int | None,
                   per: int) -> int:
-    parts = _in_parts(df, place.key, rows, per).mapInArrow(in_worker(part_builder(place)),
+    parts = _in_parts(df, place.key, rows, per).mapInArrow(in_worker(_part_builder(place)),
                                                             PART)
     tables = [t for t, _ in place.tables()]
     total = 0
@@ -321,7 +322,7 @@ def _in_parts(df: DataFrame, key: tuple[str, ...], rows: int | None, per: int) -
 
 
 def write_sqlite(spark: SparkSession, tables: OcelTables, types: Types, target: str,
-                 rows: dict[str, int] | None = None, per: int = 100_000) -> None:
+                 rows: dict[str, int] | None = None, per: int = PART_ROWS) -> None:
     """``rows``: the row counts of the cached tables (``ocel_events``, ...), when known;
     ``per``: about how many rows the executors put into one part."""
     fd, local = tempfile.mkstemp(prefix=f"sparkfield-{uuid.uuid4().hex[:8]}-", suffix=".sqlite")
