@@ -37,6 +37,7 @@ class Site:
         self.version: Counter = Counter()  # bumps the validator when a page changes
         self.log: list[tuple[str, str, int, float]] = []  # (host, path, status, time)
         self.robots: dict[str, str] = {}  # host name -> robots.txt
+        self.redirects: dict[str, str] = {}  # path -> Location
         self.lock = threading.Lock()
 
     def put(self, path: str, body: bytes, validator: str | None) -> None:
@@ -57,6 +58,8 @@ def handler(site: Site):
             host = self.headers["Host"].split(":")[0]
             if self.path == "/robots.txt":
                 return self._send(200, site.robots.get(host, "").encode())
+            if self.path in site.redirects:
+                return self._send(302, headers={"Location": site.redirects[self.path]})
             with site.lock:
                 page = site.pages.get(self.path)
                 version = site.version[self.path]
@@ -167,6 +170,32 @@ def test_crawl_delay_spaces_requests_to_that_host_only(site):
     reason = f"{out[0].error} {getattr(out[0], 'error_detail', '')}"
     assert "Crawl-delay 3600s exceeds the limit" in reason
     assert [p for _, p, _, _ in site.log] == ["/robots.txt"]
+
+
+def test_a_redirect_is_a_request_like_any_other(site):
+    slow, fast = "127.0.0.1", "localhost"
+    site.log.clear()
+    site.robots[slow] = "User-agent: *\nCrawl-delay: 0.3\nDisallow: /private\n"
+    site.robots[fast] = "User-agent: *\n"
+    site.put("/p0", b"<html><p>page</p></html>", None)
+    site.redirects.update({"/hop": "/hop2", "/hop2": "/p0", "/inside": "/private/x",
+                           "/away": f"http://{slow}:{site.port}/private/y"})
+    urls = [f"http://{slow}:{site.port}/hop", f"http://{slow}:{site.port}/inside",
+            f"http://{fast}:{site.port}/away"]
+    # the waits between hops (0.3 s each) do not count against the 0.5 s a request may take
+    out = {o.url: o for o in fetch_partition(urls, fetch_settings(
+        {**FETCH, "delay_s": 0.05, "total_timeout_s": 0.5}))}
+    hop = out[urls[0]]
+    assert (hop.error, hop.status, hop.final_url) == (None, 200, f"http://{slow}:{site.port}/p0")
+    for url, target in ((urls[1], "/private/x"), (urls[2], "/private/y")):
+        assert out[url].error == "robots" and out[url].status is None, out[url]
+        assert f"redirect to http://{slow}:{site.port}{target}" in out[url].error_detail
+    asked = [p for h, p, _, _ in site.log]
+    assert "/private/x" not in asked and "/private/y" not in asked
+    times = [t for h, p, _, t in site.log if h == slow and p in ("/hop", "/hop2", "/p0")]
+    assert len(times) == 3
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 0.3 - 0.01, gaps  # the host's Crawl-delay between hops
 
 
 # ---- incremental re-run = fresh run -----------------------------------------------------

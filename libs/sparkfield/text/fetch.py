@@ -27,6 +27,7 @@ from sparkfield.text.charset import decode_html, decode_page
 from sparkfield.text.params import FetchSettings
 from sparkfield.text.request import (
     Deadline,
+    Refused,
     TooLarge,
     classify,
     http_reason,
@@ -167,20 +168,25 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None = None,
-              capture: bool = False) -> tuple[Outcome, float]:
+              capture: bool = False, before_hop: Callable[[str], None] | None = None
+              ) -> tuple[Outcome, float]:
     """One attempt, under the total deadline. Returns the outcome and, for a retryable
     failure, the wait before the next attempt (negative: do not retry). ``headers``
     (conditional ones) may get a 304: status 304, no html, no error (the caller keeps its
     stored page). ``capture`` keeps the exchanges for WARC (CAPTURED_SCHEMA): the request and
-    response heads as sent and received, and the body once read whole; each redirect's too."""
+    response heads as sent and received, and the body once read whole; each redirect's too.
+    ``before_hop(next_url)`` runs before each redirect is followed, with the deadline's clock
+    stopped: it waits out the politeness delay, or raises ``Refused`` not to follow."""
     import requests
 
     out = Outcome(url=url, fetched_at=_now())
     deadline = Deadline(settings.total_timeout_s)
+    hooks = {"response": _hop_hook(session, settings, deadline, before_hop)} \
+        if before_hop else None
     try:
         with deadline, session.get(url, stream=True, allow_redirects=True, headers=headers,
-                                   timeout=(settings.connect_timeout_s,
-                                            settings.read_timeout_s)) as r:
+                                   hooks=hooks, timeout=(settings.connect_timeout_s,
+                                                         settings.read_timeout_s)) as r:
             out.status, out.final_url = r.status_code, r.url
             if capture:
                 out.warc_request, out.warc_response = exchange_heads(r)
@@ -231,6 +237,29 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
         if out.error == "too_large":
             out.error_detail = f"too large: {out.error_detail}"
         return out, 0.0 if retry else -1.0
+
+
+def _hop_hook(session, settings: FetchSettings, deadline: Deadline,
+              before_hop: Callable[[str], None]) -> Callable[..., Any]:
+    """A requests response hook: ``before_hop`` for each redirect requests will follow (not
+    the one past ``max_redirects``, which fails the URL)."""
+    redirects = 0
+
+    def hook(response: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal redirects
+        target = session.get_redirect_target(response) if response.is_redirect else None
+        if target:
+            redirects += 1
+            if redirects <= settings.max_redirects:
+                with deadline.paused():
+                    try:
+                        before_hop(urljoin(response.url, target))
+                    except Exception:
+                        response.close()  # the connection is not read on
+                        raise
+        return response
+
+    return hook
 
 
 def exchange_heads(response: Any) -> tuple[str, str]:
@@ -376,11 +405,22 @@ class _PartitionFetch:
                                         f"limit ({limit:g}s)")
         return None
 
+    def _before_hop(self, url: str) -> None:
+        """A redirect is a request like any other: robots.txt of its host may turn it down,
+        and it waits the host's delay."""
+        why = unfetchable(url)
+        refused = Outcome(url=url, error=why[0], error_detail=why[1]) if why \
+            else self._robots_answer(url, 0)
+        if refused is not None:
+            raise Refused(refused.error, f"redirect to {url}: {refused.error_detail}")
+        time.sleep(max(self.settings.delay_s, self.robots.delay(url) or 0.0))
+
     def _fetch(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
         """One attempt at ``url``: its outcome kept, or the URL back on ``queue`` for a retry
         after its backoff (or the server's Retry-After)."""
         s = self.settings
-        out, wait = fetch_one(self.session, url, s, self.validators.get(url), self.capture)
+        out, wait = fetch_one(self.session, url, s, self.validators.get(url), self.capture,
+                              self._before_hop)
         out.attempts = tries + 1
         next_at = time.monotonic() + max(s.delay_s, self.robots.delay(url) or 0.0)
         if wait >= 0 and tries < s.max_retries:

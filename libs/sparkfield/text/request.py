@@ -20,6 +20,8 @@ import contextlib
 import http.client
 import socket
 import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import requests
@@ -49,18 +51,42 @@ class Deadline:
         self.sock: Any = None  # its socket, kept after http.client lets go of it
         self.overlong = False  # the last response's body ran past its Content-Length
         self._timer: threading.Timer | None = None
+        self._left = self.seconds  # while the timer is stopped
+        self._started = 0.0
+        self._outer: Deadline | None = None
 
     def __enter__(self) -> Deadline:
-        self._timer = threading.Timer(self.seconds, self._fire)
-        self._timer.daemon = True
+        self._outer = getattr(_ACTIVE, "deadline", None)
         _ACTIVE.deadline = self
-        self._timer.start()
+        self._start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stop()
+        _ACTIVE.deadline = self._outer
+
+    def _start(self) -> None:
+        self._timer = threading.Timer(self._left, self._fire)
+        self._timer.daemon = True
+        self._started = time.monotonic()
+        self._timer.start()
+
+    def _stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        _ACTIVE.deadline = None
+            self._left = max(0.0, self._left - (time.monotonic() - self._started))
+            self._timer = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The clock stops inside the block (a polite wait between redirects, the next host's
+        robots.txt, asked under its own deadline) and runs on with the time that was left."""
+        self._stop()
+        try:
+            yield
+        finally:
+            _ACTIVE.deadline = self
+            self._start()
 
     def _fire(self) -> None:
         self.expired = True
@@ -166,6 +192,14 @@ class TooLarge(Exception):
     pass
 
 
+class Refused(Exception):
+    """A request not made, under one of ``REASONS`` (a redirect robots.txt disallows)."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
 def read_capped(response: requests.Response, max_bytes: int, deadline: Deadline,
                 truncate: bool = False) -> bytes:
     """The body, at most ``max_bytes`` (more raises ``TooLarge``, or is cut with ``truncate``).
@@ -207,6 +241,8 @@ def classify(exc: BaseException, deadline: Deadline | None = None) -> tuple[str,
         return "timeout", f"total deadline of {seconds:g}s exceeded" if seconds else detail, False
     if isinstance(exc, TooLarge):
         return "too_large", str(exc), False
+    if isinstance(exc, Refused):
+        return exc.reason, exc.detail, False
     if isinstance(exc, ex.TooManyRedirects):
         return "redirects", detail, False
     if isinstance(exc, ex.SSLError):
