@@ -198,6 +198,42 @@ def test_a_redirect_is_a_request_like_any_other(site):
     assert min(gaps) >= 0.3 - 0.01, gaps  # the host's Crawl-delay between hops
 
 
+def test_one_host_name_is_one_host_whatever_its_port(site):
+    other = ThreadingHTTPServer(("127.0.0.1", 0), handler(site))  # the same pages, second port
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        site.log.clear()
+        for i in range(3):
+            site.put(f"/p{i}", b"<html><p>page</p></html>", None)
+        urls = [f"http://127.0.0.1:{port}/p{i}" for i in range(3)
+                for port in (site.port, other.server_address[1])]
+        out = fetch_partition(urls, fetch_settings({**FETCH, "delay_s": 0.2}))
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert all(o.error is None for o in out), out
+    times = [t for _, p, _, t in site.log if p != "/robots.txt"]
+    assert len(times) == 6
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 0.2 - 0.01, gaps
+
+
+def test_a_redirect_from_another_host_counts_for_the_host_it_reaches(site):
+    slow, fast = "127.0.0.1", "localhost"
+    site.log.clear()
+    for i in range(3):
+        site.put(f"/p{i}", b"<html><p>page</p></html>", None)
+    site.redirects["/away"] = f"http://{slow}:{site.port}/p0"
+    urls = [f"http://{slow}:{site.port}/p1", f"http://{slow}:{site.port}/p2",
+            f"http://{fast}:{site.port}/away"]
+    out = fetch_partition(urls, fetch_settings({**FETCH, "delay_s": 0.3}))
+    assert all(o.error is None and o.status == 200 for o in out), out
+    times = [t for h, p, _, t in site.log if h == slow and p != "/robots.txt"]
+    assert len(times) == 3  # /p1, /p2 and the redirect's /p0, in some order
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 0.3 - 0.01, gaps
+
+
 # ---- incremental re-run = fresh run -----------------------------------------------------
 
 def _cfg(repo_root, urls_file, out, **job):

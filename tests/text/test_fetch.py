@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sparkfield.text.charset import decode_html
-from sparkfield.text.fetch import fetch_partition
+from sparkfield.text.fetch import fetch_partition, server_of
+from sparkfield.text.job import url_host
 from sparkfield.text.params import fetch_settings
 from sparkfield.text.request import REASONS
 
@@ -136,3 +137,17 @@ def test_failures_are_grouped_by_reason():
     assert out["http://no-such-host.invalid/"].error == "dns"
     assert out["ftp://example.org/f"].error == "unsupported_url"
     assert {o.error for o in out.values()} <= set(REASONS)
+
+
+URLS = ["http://Example.ORG/a", "https://example.org:8443/b?q=1", "http://user:pw@example.org/",
+        "http://a@b@example.org:81/x", "http://[::1]:8080/", "HTTP://[2001:DB8::1]/p",
+        "http://example.org/a b", "http://example.org?x#y", "http://example.org#frag",
+        "http://127.0.0.1:5000", "ftp://files.example.org/f", "mailto:x@example.org",
+        "not a url", "", "http:///nohost", "https://xn--bcher-kva.example/", None]
+
+
+def test_the_job_groups_urls_by_the_host_name_fetching_counts_by(spark):
+    df = spark.createDataFrame([(u,) for u in URLS], "url string")
+    got = [r["host"] for r in df.select(url_host("url").alias("host")).collect()]
+    assert got == [server_of(u) if u is not None else "" for u in URLS]
+    assert got[:4] == ["example.org"] * 4 and got[4] == "::1"

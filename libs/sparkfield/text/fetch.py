@@ -1,9 +1,13 @@
 """Polite fetching with requests, one session per Spark partition.
 
-URLs are grouped by host and hosts packed onto partitions (heaviest first), so every host lives
-in exactly one partition: at most one request per host is in flight cluster-wide. Inside a
-partition, hosts take turns: while one host waits out its delay another is fetched. Every URL
-yields exactly one row with its outcome; every loop is bounded (retries, redirects, size).
+URLs are grouped by host (the host name: http and https, and every port, of one name are one
+host) and hosts packed onto partitions (heaviest first), so every host lives in exactly one
+partition: at most one request per host is in flight cluster-wide. Inside a partition, hosts
+take turns: while one host waits out its delay another is fetched. A redirect is a request like
+any other: it waits the delay of its host, which may be another of the partition's hosts, and
+robots.txt of its origin (scheme, host and port, as robots.txt is per origin) may refuse it.
+Every URL yields exactly one row with its outcome; every loop is bounded (retries, redirects,
+size).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from sparkfield.text.sniff import non_html_type, signature_type
 
 __all__ = ["CAPTURED_SCHEMA", "PAGES_SCHEMA", "FetchSettings", "Outcome", "conform_pages",
            "decode_html", "fetch_batches", "fetch_one", "fetch_partition", "host_of",
-           "unfetchable"]
+           "server_of", "unfetchable"]
 
 PAGES_SCHEMA = T.StructType([
     T.StructField("url", T.StringType(), False),
@@ -78,7 +82,16 @@ def conform_pages(df: DataFrame) -> DataFrame:
                        .alias(f.name) for f in PAGES_SCHEMA])
 
 
+def server_of(url: str) -> str:
+    """The host name politeness counts by (lower case, no port): the job's ``host`` column."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
 def host_of(url: str) -> str:
+    """The origin robots.txt belongs to: scheme, host and port."""
     try:
         parts = urlsplit(url)
         return f"{parts.scheme}://{parts.netloc}".lower()
@@ -168,15 +181,16 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None = None,
-              capture: bool = False, before_hop: Callable[[str], None] | None = None
+              capture: bool = False, before_hop: Callable[[str, str], None] | None = None
               ) -> tuple[Outcome, float]:
     """One attempt, under the total deadline. Returns the outcome and, for a retryable
     failure, the wait before the next attempt (negative: do not retry). ``headers``
     (conditional ones) may get a 304: status 304, no html, no error (the caller keeps its
     stored page). ``capture`` keeps the exchanges for WARC (CAPTURED_SCHEMA): the request and
     response heads as sent and received, and the body once read whole; each redirect's too.
-    ``before_hop(next_url)`` runs before each redirect is followed, with the deadline's clock
-    stopped: it waits out the politeness delay, or raises ``Refused`` not to follow."""
+    ``before_hop(url, next_url)`` runs when ``url`` answers with a redirect requests will
+    follow, with the deadline's clock stopped: it waits out the politeness delay, or raises
+    ``Refused`` not to follow."""
     import requests
 
     out = Outcome(url=url, fetched_at=_now())
@@ -240,7 +254,7 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
 
 
 def _hop_hook(session, settings: FetchSettings, deadline: Deadline,
-              before_hop: Callable[[str], None]) -> Callable[..., Any]:
+              before_hop: Callable[[str, str], None]) -> Callable[..., Any]:
     """A requests response hook: ``before_hop`` for each redirect requests will follow (not
     the one past ``max_redirects``, which fails the URL)."""
     redirects = 0
@@ -253,7 +267,7 @@ def _hop_hook(session, settings: FetchSettings, deadline: Deadline,
             if redirects <= settings.max_redirects:
                 with deadline.paused():
                     try:
-                        before_hop(urljoin(response.url, target))
+                        before_hop(response.url, urljoin(response.url, target))
                     except Exception:
                         response.close()  # the connection is not read on
                         raise
@@ -314,7 +328,7 @@ def _by_host(urls: list[str]) -> tuple[list[Outcome], dict[str, list[str]]]:
             refused.append(Outcome(url=str(u), error=why[0], error_detail=why[1],
                                    fetched_at=_now()))
         else:
-            queues.setdefault(host_of(u), []).append(u)
+            queues.setdefault(server_of(u), []).append(u)
     return refused, queues
 
 
@@ -364,6 +378,10 @@ class _PartitionFetch:
     validators: dict[str, dict[str, str]]
     capture: bool = False
     results: list[Outcome] = field(default_factory=list)
+    answered: dict[str, float] = field(default_factory=dict)  # host -> its last reply's time
+
+    def _delay(self, url: str) -> float:
+        return max(self.settings.delay_s, self.robots.delay(url) or 0.0)
 
     def turn(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
         """One turn of a host (see :meth:`_step`)."""
@@ -386,6 +404,10 @@ class _PartitionFetch:
         if first and self.robots.delay(url):
             queue.append((url, tries))  # the page waits its turn after robots.txt
             return time.monotonic() + self.robots.delay(url)
+        due = self.answered.get(server_of(url), float("-inf")) + self._delay(url)
+        if due > time.monotonic():  # a redirect from another host came here meanwhile
+            queue.append((url, tries))
+            return due
         return self._fetch(queue, url, tries)
 
     def _robots_answer(self, url: str, tries: int) -> Outcome | None:
@@ -405,15 +427,17 @@ class _PartitionFetch:
                                         f"limit ({limit:g}s)")
         return None
 
-    def _before_hop(self, url: str) -> None:
-        """A redirect is a request like any other: robots.txt of its host may turn it down,
-        and it waits the host's delay."""
-        why = unfetchable(url)
-        refused = Outcome(url=url, error=why[0], error_detail=why[1]) if why \
-            else self._robots_answer(url, 0)
+    def _before_hop(self, url: str, to: str) -> None:
+        """``url`` redirected ``to``: a request like any other, which robots.txt of its origin
+        may turn down and which waits its host's delay (its host may be another one)."""
+        self.answered[server_of(url)] = time.monotonic()
+        why = unfetchable(to)
+        refused = Outcome(url=to, error=why[0], error_detail=why[1]) if why \
+            else self._robots_answer(to, 0)
         if refused is not None:
-            raise Refused(refused.error, f"redirect to {url}: {refused.error_detail}")
-        time.sleep(max(self.settings.delay_s, self.robots.delay(url) or 0.0))
+            raise Refused(refused.error, f"redirect to {to}: {refused.error_detail}")
+        due = self.answered.get(server_of(to), float("-inf")) + self._delay(to)
+        time.sleep(max(0.0, due - time.monotonic()))
 
     def _fetch(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
         """One attempt at ``url``: its outcome kept, or the URL back on ``queue`` for a retry
@@ -422,7 +446,9 @@ class _PartitionFetch:
         out, wait = fetch_one(self.session, url, s, self.validators.get(url), self.capture,
                               self._before_hop)
         out.attempts = tries + 1
-        next_at = time.monotonic() + max(s.delay_s, self.robots.delay(url) or 0.0)
+        now = time.monotonic()
+        self.answered[server_of(out.final_url or url)] = self.answered[server_of(url)] = now
+        next_at = now + self._delay(url)
         if wait >= 0 and tries < s.max_retries:
             backoff = min(s.backoff_s * 2 ** tries, s.max_backoff_s)
             queue.append((url, tries + 1))

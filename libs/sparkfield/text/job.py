@@ -211,14 +211,27 @@ def read_url_list(spark: SparkSession, path: str) -> DataFrame:
     return lines.where((F.col("url") != "") & ~F.col("url").startswith("#"))
 
 
+# scheme://, user info up to the authority's last @, then the host name: a bracketed IPv6
+# address (group 1) or what runs to a port, path, query or fragment (group 2), as urllib's
+# ``hostname`` reads it
+_HOST = r"^[A-Za-z][A-Za-z0-9+.\-]*://(?:[^/?#]*@)?(?:\[([^\]/?#]*)\]|([^:/?#]*))"
+
+
+def url_host(col: str) -> Column:
+    """The host name politeness counts by (``fetch.server_of``), lower case; "" for a URL
+    without one. A pattern, not ``parse_url``: a URL that does not parse (a space in its
+    path) still has its host."""
+    url = F.col(col)
+    host = F.concat(F.regexp_extract(url, _HOST, 1), F.regexp_extract(url, _HOST, 2))
+    return F.coalesce(F.lower(host), F.lit(""))
+
+
 def fetch_pages(spark: SparkSession, urls: DataFrame, p: BagOfWordsParams,
                 stats: Stats, capture: bool = False) -> DataFrame:
     """Fetch ``urls`` with every host pinned to one partition, hosts packed by URL count;
     the host counts and skew go into ``stats``. ``capture`` keeps each exchange for WARC
     (fetch.CAPTURED_SCHEMA)."""
-    host = F.lower(F.concat_ws("://", F.expr("try_parse_url(url, 'PROTOCOL')"),
-                               F.expr("try_parse_url(url, 'AUTHORITY')")))
-    with_host = urls.select(*urls.columns, F.coalesce(host, F.lit("")).alias("host"))
+    with_host = urls.select(*urls.columns, url_host("url").alias("host"))
     counts = {r["host"]: r["n"] for r in
               with_host.groupBy("host").agg(F.count(F.lit(1)).alias("n")).collect()}
     if not counts:
