@@ -143,7 +143,8 @@ URLS = ["http://Example.ORG/a", "https://example.org:8443/b?q=1", "http://user:p
         "http://a@b@example.org:81/x", "http://[::1]:8080/", "HTTP://[2001:DB8::1]/p",
         "http://example.org/a b", "http://example.org?x#y", "http://example.org#frag",
         "http://127.0.0.1:5000", "ftp://files.example.org/f", "mailto:x@example.org",
-        "not a url", "", "http:///nohost", "https://xn--bcher-kva.example/", None]
+        "not a url", "", "http:///nohost", "https://xn--bcher-kva.example/", "\thttp://Ex.org/a",
+        "\x0b http://ex.org/", "http://ex\t.org/", "http://ex.org\r\n/p", None]
 
 
 def test_the_job_groups_urls_by_the_host_name_fetching_counts_by(spark):

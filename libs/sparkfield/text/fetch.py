@@ -2,10 +2,12 @@
 
 URLs are grouped by host (the host name: http and https, and every port, of one name are one
 host) and hosts packed onto partitions (heaviest first), so every host lives in exactly one
-partition: at most one request per host is in flight cluster-wide. Inside a partition, hosts
-take turns: while one host waits out its delay another is fetched. A redirect is a request like
-any other: it waits the delay of its host, which may be another of the partition's hosts, and
-robots.txt of its origin (scheme, host and port, as robots.txt is per origin) may refuse it.
+partition: at most one request per host of the list is in flight cluster-wide. Inside a
+partition, hosts take turns: while one host waits out its delay another is fetched. A redirect
+is a request like any other: it waits the delay of the host it goes to, and robots.txt of its
+origin (scheme, host and port, as robots.txt is per origin) may refuse it. Its host is spaced
+within the partition that follows it: a host that the list also holds elsewhere may get it
+beside that partition's own requests.
 Every URL yields exactly one row with its outcome; every loop is bounded (retries, redirects,
 size).
 """
@@ -265,12 +267,14 @@ def _hop_hook(session, settings: FetchSettings, deadline: Deadline,
         if target:
             redirects += 1
             if redirects <= settings.max_redirects:
-                with deadline.paused():
-                    try:
+                try:
+                    deadline.check()
+                    response.content  # noqa: B018 (read now, not after the wait)
+                    with deadline.paused():
                         before_hop(response.url, urljoin(response.url, target))
-                    except Exception:
-                        response.close()  # the connection is not read on
-                        raise
+                except Exception:
+                    response.close()  # the connection is not read on
+                    raise
         return response
 
     return hook
@@ -429,15 +433,25 @@ class _PartitionFetch:
 
     def _before_hop(self, url: str, to: str) -> None:
         """``url`` redirected ``to``: a request like any other, which robots.txt of its origin
-        may turn down and which waits its host's delay (its host may be another one)."""
+        may turn down and which waits its host's delay (its host may be another one). A
+        robots.txt asked for now is a request to that host too: the conf delay before it."""
         self.answered[server_of(url)] = time.monotonic()
         why = unfetchable(to)
-        refused = Outcome(url=to, error=why[0], error_detail=why[1]) if why \
-            else self._robots_answer(to, 0)
+        if why:
+            raise Refused(why[0], f"redirect to {to}: {why[1]}")
+        host = server_of(to)
+        if self.settings.respect_robots and host_of(to) not in self.robots.cache:
+            self._wait_for(host, self.settings.delay_s)
+            self.robots.allowed(to)
+            self.answered[host] = time.monotonic()
+        refused = self._robots_answer(to, 0)
         if refused is not None:
             raise Refused(refused.error, f"redirect to {to}: {refused.error_detail}")
-        due = self.answered.get(server_of(to), float("-inf")) + self._delay(to)
-        time.sleep(max(0.0, due - time.monotonic()))
+        self._wait_for(host, self._delay(to))
+        self.answered[host] = time.monotonic()  # a hop that fails still counts for its host
+
+    def _wait_for(self, host: str, delay: float) -> None:
+        time.sleep(max(0.0, self.answered.get(host, float("-inf")) + delay - time.monotonic()))
 
     def _fetch(self, queue: list[tuple[str, int]], url: str, tries: int) -> float:
         """One attempt at ``url``: its outcome kept, or the URL back on ``queue`` for a retry

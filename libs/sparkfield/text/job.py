@@ -207,7 +207,9 @@ def _url_list(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats
 
 def read_url_list(spark: SparkSession, path: str) -> DataFrame:
     require_path(spark, path, "URL list")
-    lines = spark.read.text(path).select(F.trim("value").alias("url"))
+    # spaces and control characters at either end, as requests strips them
+    url = F.regexp_replace("value", r"^[\x00-\x20]+|[\x00-\x20]+$", "")
+    lines = spark.read.text(path).select(url.alias("url"))
     return lines.where((F.col("url") != "") & ~F.col("url").startswith("#"))
 
 
@@ -221,7 +223,8 @@ def url_host(col: str) -> Column:
     """The host name politeness counts by (``fetch.server_of``), lower case; "" for a URL
     without one. A pattern, not ``parse_url``: a URL that does not parse (a space in its
     path) still has its host."""
-    url = F.col(col)
+    # as urllib: tabs and line breaks anywhere, and controls and spaces in front, do not count
+    url = F.regexp_replace(F.regexp_replace(F.col(col), r"[\t\r\n]", ""), r"^[\x00-\x20]+", "")
     host = F.concat(F.regexp_extract(url, _HOST, 1), F.regexp_extract(url, _HOST, 2))
     return F.coalesce(F.lower(host), F.lit(""))
 

@@ -55,15 +55,16 @@ SCHEMA = JobSchema("bag_of_words", [
           "included", ge=0),
     Param("fetch.connect_timeout_s", "float", 5.0, "connect timeout", gt=0),
     Param("fetch.read_timeout_s", "float", 20.0, "longest wait between two reads", gt=0),
-    Param("fetch.total_timeout_s", "float", 30.0, "a whole request, its redirects and robots.txt "
-          "included, the waits between them not (a trickling server ends here)", gt=0),
+    Param("fetch.total_timeout_s", "float", 30.0, "a whole request with its redirects, and each "
+          "robots.txt on its own (the polite waits before redirects do not count; a trickling "
+          "server ends here)", gt=0),
     Param("fetch.max_retries", "int", 3, "retries on connection errors, 429 and 5xx", ge=0),
     Param("fetch.backoff_s", "float", 1.0, "first retry wait, doubled each time", ge=0),
     Param("fetch.max_backoff_s", "float", 60.0, "longest retry wait", ge=0),
     Param("fetch.max_retry_after_s", "float", 120.0, "a longer Retry-After gives the URL up "
           "instead of waiting", ge=0),
-    Param("fetch.max_redirects", "int", 5, "redirects followed; each is a request robots.txt "
-          "may refuse (reason robots)", ge=0),
+    Param("fetch.max_redirects", "int", 5, "redirects followed; each is a request of its "
+          "own, which robots.txt may refuse", ge=0),
     Param("fetch.max_bytes", "int", 5_000_000, "largest page read", gt=0),
     Param("fetch.respect_robots", "bool", True, "obey robots.txt for the user agent"),
     Param("fetch.robots_max_bytes", "int", 500_000, "a longer robots.txt is read up to this "
