@@ -7,7 +7,7 @@ import heapq
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
 from pyspark import StorageLevel
@@ -63,17 +63,19 @@ def cached_rows(
     """:func:`cached` that yields ``(persisted frame, its row count)``; ``report`` (a
     :class:`RunReport` or a compute step's :class:`Stats`) lists it under ``cached``."""
     lvl = storage_level(level)
-    persisted = df.persist(lvl)
+    # filling the cache runs the plan behind it, and persisting plans it: a step of its own
+    step = report.step(f"cache {name}") if report is not None else nullcontext()
+    persisted = None
     try:
-        if report is None:
+        with step:
+            persisted = df.persist(lvl)
             rows = persisted.count()
-        else:  # filling the cache runs the plan behind it: that time is a step of its own
-            with report.step(f"cache {name}"):
-                rows = persisted.count()
+        if report is not None:
             report.cached.append({"name": name, "level": str(lvl), "rows": rows})
         yield persisted, rows
     finally:
-        persisted.unpersist(blocking=True)
+        if persisted is not None:
+            persisted.unpersist(blocking=True)
 
 
 def cached_storage_bytes(spark: SparkSession) -> int:

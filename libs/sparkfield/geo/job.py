@@ -175,7 +175,12 @@ def _count_inputs(spark: SparkSession, p: CoffeeShopsParams, crime_in: CrimeInpu
     """Every input row counted into ``stats`` as used, ignored or rejected; the rejects of
     all three inputs. :class:`InputError` when no crime row is usable."""
     with stats.step("count_inputs"):
-        counted = crime_in.outcome_counts()
+        return _counted_inputs(spark, crime_in, stations_in, competitors_in, stats)
+
+
+def _counted_inputs(spark: SparkSession, crime_in: CrimeInput, stations_in: PointInput,
+                    competitors_in: PointInput, stats: Stats) -> DataFrame:
+    counted = crime_in.outcome_counts()
     outcomes = _by_kind(counted)
     points = {"stations": stations_in, "competitors": competitors_in}
     stats.inputs = {"crimes": sum(counted.values()),

@@ -162,8 +162,8 @@ def _locate(crimes: DataFrame, stations: DataFrame | pd.DataFrame,
     found = ctx.stack.enter_context(cached(found, "search", ctx.level, stats))
     with stats.step("count_candidates"):
         ctx.candidate_count, ctx.in_search_count = search_counts(found)
-    ctx.candidates = candidates_of(found)
     with stats.step("rank"):
+        ctx.candidates = candidates_of(found)
         sites = best_sites(ctx.candidates, s.top, s.min_separation_m)
     with stats.step("describe_top"):
         top = describe_sites(spark, sites, ctx.crimes, s.count_radius_m, categories, crs)
