@@ -245,7 +245,7 @@ def _add(db: sqlite3.Connection, place: Placement, batch: pa.RecordBatch) -> Non
 
 
 def _part_builder(place: Placement) -> Callable[[Iterator[pa.RecordBatch]],
-                                                Iterator[pa.RecordBatch]]:
+                                                 Iterator[pa.RecordBatch]]:
     """A ``mapInArrow`` function: a task's rows in, placed into an in-memory SQLite database
     (the placement's tables, untyped columns, no keys); out one row, the database file's bytes
     (``part``) and the rows read (``rows``), or nothing for an empty partition."""
@@ -280,7 +280,7 @@ def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
     part or less is collected as Arrow, sorted and placed by the driver itself: no Python
     worker to start, no sort's jobs.
     Returns the rows appended; raises when ``rows`` is known and differs."""
-    if rows is not None and rows <= per:  # sorted here: no Spark sort's jobs for small tables
+    if rows is not None and rows <= per:
         small = df.toArrow().sort_by([(k, "ascending") for k in place.key])
         for batch in small.to_batches():
             _add(db, place, batch)
