@@ -170,3 +170,14 @@ def test_rows_appended_are_counted(spark, tmp_path):
         db.execute("CREATE TABLE t (k TEXT PRIMARY KEY)")
         with pytest.raises(RuntimeError, match="7 rows appended, 8 expected"):
             append_sqlite_parts(db, df, place, 8, 2)
+
+
+def test_a_small_table_orders_nulls_as_its_parts_do(spark, tmp_path):
+    df = spark.createDataFrame([("b", None), ("a", "x"), ("a", None)], _strings("k", "q"))
+    place = Placement(every=(("t", (0, 1)),), by_type={}, key=("k", "q"))
+    for per in (1, 100):  # parts sorted by Spark; the whole table sorted on the driver
+        with sqlite3.connect(tmp_path / f"{per}.sqlite") as db:
+            db.execute("CREATE TABLE t (k TEXT, q TEXT)")
+            append_sqlite_parts(db, df, place, 3, per)
+            assert db.execute("SELECT k, q FROM t ORDER BY rowid").fetchall() == \
+                [("a", None), ("a", "x"), ("b", None)], per

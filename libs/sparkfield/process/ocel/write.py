@@ -281,7 +281,7 @@ def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
     worker to start, no sort's jobs.
     Returns the rows appended; raises when ``rows`` is known and differs."""
     if rows is not None and rows <= per:
-        small = df.toArrow().sort_by([(k, "ascending") for k in place.key])
+        small = _spark_sorted(df.toArrow(), place.key)
         for batch in small.to_batches():
             _add(db, place, batch)
         db.commit()
@@ -292,6 +292,18 @@ def append_sqlite_parts(db: sqlite3.Connection, df: DataFrame, place: Placement,
         raise RuntimeError(f"SQLite tables {', '.join(t for t, _ in place.tables())}: "
                            f"{total} rows appended, {rows} expected")
     return total
+
+
+def _spark_sorted(table: pa.Table, key: tuple[str, ...]) -> pa.Table:
+    """``table`` in the order of Spark's ascending sort on ``key``, nulls first (Arrow's
+    default puts them last), as the executors' parts are."""
+    keys = [pc.is_valid(table[k]) for k in key]
+    order = [f"__valid{i}" for i in range(len(key))]
+    flags = pa.table(dict(zip(order, keys, strict=True)))
+    for k in key:
+        flags = flags.append_column(k, table[k])
+    return table.take(pc.sort_indices(flags, sort_keys=[
+        (c, "ascending") for pair in zip(order, key, strict=True) for c in pair]))
 
 
 def _append_parts(db: sqlite3.Connection, df: DataFrame, place: Placement, rows: int | None,
