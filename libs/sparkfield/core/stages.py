@@ -166,7 +166,8 @@ def publish(spark: SparkSession, out, report, skew_ratio: float,
     """A job's last step: set the run's status (``ok``, or ``too_many_rejects`` past
     ``max_reject_fraction``) and, when it writes an output, add the stage view, write
     run_report.json and swap the output into place."""
-    add_retried_tasks(spark, report)
+    with report.step("task_retries"):  # reads the status store: longer in a long session
+        add_retried_tasks(spark, report)
     report.finish(max_reject_fraction)
     if out is None:
         return
