@@ -226,7 +226,7 @@ def _torture_files(folder: Path) -> dict[str, tuple[str, list[int]]]:
     chunks = _archive([(_response, "http://good.example/12",
                         _chunked(b"<html><body><p>Chunked ", b"page twelve.</p></body>"),
                         "text/html", "200 OK", CHUNKED),
-                       (_response, "http://bad.example/chunks", b"zz\r\nnot a chunk\r\n",
+                       (_response, "http://bad.example/chunks", b"5\r\nnot a chunk\r\n0\r\n\r\n",
                         "text/html", "200 OK", CHUNKED), _good(13)], gz=True)
     cases["chunked.warc.gz"] = (chunks, "bad_payload", [12, 13])
     members = [_archive([_good(i)], gz=True) for i in (14, 15, 16)]

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config
@@ -51,7 +51,14 @@ from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
 from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA
 from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
 from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, top_vocabulary
-from sparkfield.text.warc import TEXT_TYPE, read_warc, warc_counts, warc_pages, warc_rejects
+from sparkfield.text.warc import (
+    TEXT_TYPE,
+    list_warc_files,
+    read_warc,
+    warc_counts,
+    warc_pages,
+    warc_rejects,
+)
 from sparkfield.text.warc_out import CAPTURE_COLS, warc_target, with_capture, write_warc
 
 log = logging.getLogger("sparkfield.text")
@@ -161,10 +168,16 @@ def _saved_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: St
 
 def _archived_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
                     stack: ExitStack, reading: ExitStack) -> tuple[DataFrame, DataFrame]:
-    """The pages and rejects of a web archive. The records are read once: cached until
-    ``reading`` closes (once the pages are cached), the rejects kept until ``stack`` closes."""
-    records = reading.enter_context(cached(read_warc(spark, d.path, p.fetch.max_bytes),
-                                           "warc_records", report=stats))
+    """The pages and rejects of a web archive, one page a URL (:func:`_latest_captures`). The
+    records are read once: cached until ``reading`` closes (once the pages are cached), the
+    rejects kept until ``stack`` closes."""
+    listing = list_warc_files(d.path)
+    if listing.revisits:
+        stats.counts["directory_links_not_followed"] = listing.revisits
+        stats.note(f"{listing.revisits} directory link(s) under {d.path} lead to a folder read "
+                   "already (a loop, say): each folder is read once")
+    records = reading.enter_context(cached(
+        read_warc(spark, d.path, p.fetch.max_bytes, listing), "warc_records", report=stats))
     counts = warc_counts(records)
     stats.inputs["warc_records"] = sum(counts.records.values()) + sum(counts.rejects.values())
     stats.counts["warc_files"] = counts.files
@@ -172,7 +185,32 @@ def _archived_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats:
     stats.counts["warc_responses_not_pages"] = counts.skipped
     stats.add_rejects("warc", counts.rejects)
     rejects = local_checkpoint(warc_rejects(records), stack)
-    return sample(warc_pages(records), p.sample, d.seed), rejects
+    pages = records.where(F.col("kind") == "page")
+    earlier = _earlier_captures(pages)
+    stats.counts["warc_earlier_captures"] = earlier
+    if earlier:
+        stats.note(f"{earlier} capture(s) of URLs the archive holds a later capture of were "
+                   "not read: each URL is one page, its latest capture")
+    return sample(warc_pages(_latest_captures(pages)), p.sample, d.seed), rejects
+
+
+def _latest_captures(records: DataFrame) -> DataFrame:
+    """Page records of :func:`read_warc` with one capture a URL: the latest by WARC-Date
+    (``fetched_at``); of captures with the same date, the last one listed (by file, then
+    offset). A re-crawl or a merged archive holds a URL more than once, and the pages,
+    documents and sentences are keyed by URL. Records without a URL are all kept."""
+    order = Window.partitionBy("url").orderBy(
+        F.col("fetched_at").desc_nulls_last(), F.col("file").desc_nulls_last(),
+        F.col("offset").desc_nulls_last())
+    ranked = records.withColumn("_capture", F.row_number().over(order))
+    return ranked.where(F.col("url").isNull() | (F.col("_capture") == 1)).drop("_capture")
+
+
+def _earlier_captures(records: DataFrame) -> int:
+    """How many records :func:`_latest_captures` leaves out (a Spark action)."""
+    row = records.where(F.col("url").isNotNull()).agg(
+        F.count(F.lit(1)).alias("n"), F.countDistinct("url").alias("urls")).first()
+    return int(row["n"] - row["urls"])
 
 
 def _fetched_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,

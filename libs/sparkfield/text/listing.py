@@ -1,9 +1,10 @@
-"""The files of a folder of saved pages, listed once on the driver.
+"""The files of a folder of saved pages (or of web archives), listed once on the driver.
 
-A local folder is walked here rather than by Hadoop's or Spark's recursive listing, which
-follow a directory link back up the tree for ever (``a/up -> ..``): a directory link is
-followed only to a folder not listed yet, and past ``MAX_FILES`` files the listing stops with
-one error. Other file systems (HDFS, object stores) are listed by Hadoop, with the same limit.
+A local folder is walked here (:func:`walk_local`) rather than by Hadoop's, Spark's or
+pyarrow's recursive listing, which follow a directory link back up the tree for ever
+(``a/up -> ..``): a directory link is followed only to a folder not listed yet, and past
+``MAX_FILES`` files the listing stops with one error. Other file systems (HDFS, object stores)
+are listed by Hadoop, with the same limit.
 
 What is hidden follows Spark's file sources: names starting with ``.`` and everything in a
 folder starting with ``.`` or ``_``; a ``_name`` file in a listed folder is a page to us.
@@ -44,16 +45,20 @@ def list_files(spark: SparkSession, path: str, max_files: int | None = None) -> 
     base = fs.makeQualified(root)
     uri = base.toString().rstrip("/")
     if fs.getScheme() == "file":
-        return _walk_local(base.toUri().getPath(), uri, path, limit)
+        return walk_local(base.toUri().getPath(), uri, path, limit)
     return _walk_hadoop(fs, root, uri, path, limit)
 
 
-def _too_many(path: str, limit: int) -> InputError:
-    return InputError(f"more than {limit:,} files under the HTML directory {path}: give a "
+def _too_many(path: str, limit: int, what: str = "HTML directory") -> InputError:
+    return InputError(f"more than {limit:,} files under the {what} {path}: give a "
                       "folder with fewer files (or split it and run once per part)")
 
 
-def _walk_local(root: str, uri: str, path: str, limit: int) -> Listing:
+def walk_local(root: str, uri: str, path: str, limit: int = MAX_FILES,
+               what: str = "HTML directory") -> Listing:
+    """Every file under the local folder ``root`` (or ``root`` itself, a file), named
+    ``uri`` + its path below ``root``; each folder is listed once, however many links lead
+    to it. ``path`` and ``what`` name the input in the error past ``limit`` files."""
     out = Listing()
     if not os.path.isdir(root):
         out.files[uri] = os.path.getsize(root)
@@ -86,7 +91,7 @@ def _walk_local(root: str, uri: str, path: str, limit: int) -> Listing:
                 continue
             n += 1
             if n > limit:
-                raise _too_many(path, limit)
+                raise _too_many(path, limit, what)
             if hidden or e.name.startswith("."):
                 out.hidden += 1
             elif not is_file:

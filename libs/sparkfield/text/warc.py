@@ -28,6 +28,7 @@ import contextlib
 import fnmatch
 import io
 import os
+import re
 import zlib
 from array import array
 from collections import Counter
@@ -48,9 +49,11 @@ from sparkfield.core.practices import balance
 from sparkfield.core.workers import in_worker
 from sparkfield.text.charset import declared_codec, decode_page, header_charset
 from sparkfield.text.fetch import conform_pages
+from sparkfield.text.http_body import BodyError, coding_list, dechunk, decode_body
+from sparkfield.text.listing import walk_local
 from sparkfield.text.request import http_reason
 from sparkfield.text.saved_pages import parse_partitions
-from sparkfield.text.sniff import signature_type
+from sparkfield.text.sniff import sent_as_html_type
 
 __all__ = ["RECORDS_SCHEMA", "TEXT_TYPE", "WarcCounts", "list_warc_files", "read_warc",
            "warc_counts", "warc_pages", "warc_rejects"]
@@ -79,22 +82,23 @@ PLANNED_MAX_FILES = 100_000  # up to this many files, each task's list travels i
 _MAGICS = (b"\x1f\x8b\x08", b"WARC/1.")  # where a record may start: a gzip member, a header
 _CHUNK = 1 << 20
 _GLOB = set("*?[")
+# what makes a path a URI: a scheme and ://, or file: (a local file or folder of that very
+# name aside)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://|file:", re.IGNORECASE)
 
 
 # ---- listing (driver) ---------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Listing:
-    """The files of a ``--warc`` path: the URI their filesystem is opened from, and
-    (path on that filesystem, size) of each."""
+    """The files of a ``--warc`` path: the URI their filesystem is opened from, (path on that
+    filesystem, size) of each, the files that cannot be read (path -> why: a broken link, an
+    unreadable folder) and the directory links not followed (to a folder listed already)."""
 
     fs_uri: str
     files: list[tuple[str, int]]
-
-
-def _as_uri(path: str) -> str:
-    """A URI pyarrow opens: plain paths made absolute (``file:`` ones kept)."""
-    return path if ":" in path.split("/", 1)[0] else os.path.abspath(path)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    revisits: int = 0
 
 
 def _filesystem(uri: str) -> tuple[Any, str]:
@@ -106,11 +110,38 @@ def _filesystem(uri: str) -> tuple[Any, str]:
         raise InputError(f"WARC input {uri}: cannot open its filesystem ({exc})") from None
 
 
-def _glob_base(path: str) -> str:
-    """The folder above a glob's first component with a wildcard."""
-    parts = path.split("/")
-    i = next(k for k, part in enumerate(parts) if _GLOB & set(part))
-    return "/".join(parts[:i]) or "/"
+def _open(path: str) -> tuple[Any, str, str]:
+    """The filesystem of ``path``, the URI the executors open it from again, and ``path`` on
+    it. A URI's filesystem is opened from the part before any wildcard (and its query after
+    ``?``); anything else is a local path, ``:`` in it or not."""
+    from pyarrow import fs
+
+    uri = _URI.match(path)
+    if uri is None or os.path.lexists(path):
+        return fs.LocalFileSystem(), "/", os.path.abspath(path)
+    rest, q, query = path[uri.end():].partition("?")
+    parts = rest.split("/")
+    k = next((i for i, part in enumerate(parts) if _GLOB & set(part)), len(parts))
+    fs_uri = uri.group() + "/".join(parts[:k]) + q + query
+    filesystem, base = _filesystem(fs_uri)
+    return filesystem, fs_uri, "/".join([base.rstrip("/"), *parts[k:]]) if k < len(parts) \
+        else base
+
+
+def _glob_base(filesystem: Any, full: str) -> tuple[str, str] | None:
+    """The deepest folder of the glob ``full`` that exists as written and the pattern below
+    it; None when there is none."""
+    from pyarrow import fs
+
+    parts = full.split("/")
+    first = next(i for i, part in enumerate(parts) if _GLOB & set(part))
+    for i in range(len(parts) - 1, first - 1, -1):
+        pattern = "/".join(parts[i:])
+        if _GLOB & set(pattern):
+            base = "/".join(parts[:i]) or "/"
+            if filesystem.get_file_info(base).type == fs.FileType.Directory:
+                return base, pattern
+    return None
 
 
 def _hidden(path: str, base: str) -> bool:
@@ -119,30 +150,48 @@ def _hidden(path: str, base: str) -> bool:
 
 
 def list_warc_files(path: str) -> Listing:
-    """The files of ``path`` (a file, a folder read recursively without names starting with
-    . or _, or a glob); InputError when there are none or the filesystem cannot be opened."""
+    """The files of ``path``: a file, a folder read recursively (names starting with . or _
+    left out; each folder once, however many links lead to it) or a glob. A path that exists
+    is taken as written; one that does not and holds ``*``, ``?`` or ``[`` is a glob, matched
+    below its deepest folder that exists. InputError when there are none or the filesystem
+    cannot be opened or listed."""
+    filesystem, fs_uri, full = _open(path)
+    try:
+        listing = _list(filesystem, fs_uri, full, path)
+    except OSError as exc:  # a store that cannot be reached, a folder that cannot be read
+        raise InputError(f"WARC input {path}: cannot list it ({exc})") from None
+    if not listing.files:
+        broken = "".join(f" ({f}: {why})" for f, why in list(listing.unreadable.items())[:1])
+        raise InputError(f"no WARC files in {path}{broken}")
+    return listing
+
+
+def _list(filesystem: Any, fs_uri: str, full: str, path: str) -> Listing:
     from pyarrow import fs
 
-    uri = _as_uri(path)
-    globbed = bool(_GLOB & set(uri.rsplit("://", 1)[-1]))
-    base_uri = uri
-    if globbed:
-        base_uri = uri[:len(uri) - len(uri.rsplit("://", 1)[-1])] + _glob_base(
-            uri.rsplit("://", 1)[-1])
-    filesystem, base = _filesystem(base_uri)
-    pattern = base + uri[len(base_uri):] if globbed else None
-    info = filesystem.get_file_info(base)
-    if info.type == fs.FileType.File and not globbed:
-        return Listing(base_uri, [(base, info.size)])
-    if info.type != fs.FileType.Directory:
+    info = filesystem.get_file_info(full)
+    if info.type == fs.FileType.File:
+        return Listing(fs_uri, [(full, info.size)])
+    found = (full, None) if info.type == fs.FileType.Directory else \
+        _glob_base(filesystem, full) if _GLOB & set(full) else None
+    if found is None:
         raise InputError(f"WARC input not found: {path}")
-    found = filesystem.get_file_info(fs.FileSelector(base, recursive=True))
-    files = sorted((f.path, f.size) for f in found if f.type == fs.FileType.File
-                   and not _hidden(f.path, base)
-                   and (pattern is None or fnmatch.fnmatchcase(f.path, pattern)))
-    if not files:
-        raise InputError(f"no WARC files in {path}")
-    return Listing(base_uri, files)
+    base, pattern = found
+    if filesystem.type_name == "local":  # directory links followed once (no loop)
+        walked = walk_local(base, base.rstrip("/"), path, what="WARC input")
+        files, unreadable, revisits = walked.files, walked.unreadable, walked.revisits
+    else:
+        selector = fs.FileSelector(base, recursive=True)
+        files = {f.path: f.size for f in filesystem.get_file_info(selector)
+                 if f.type == fs.FileType.File}
+        unreadable, revisits = {}, 0
+
+    def wanted(f: str) -> bool:
+        return not _hidden(f, base) and (
+            pattern is None or fnmatch.fnmatchcase(f[len(base):].lstrip("/"), pattern))
+
+    return Listing(fs_uri, sorted((f, s) for f, s in files.items() if wanted(f)),
+                   {f: why for f, why in sorted(unreadable.items()) if wanted(f)}, revisits)
 
 
 # ---- reading (executors) ------------------------------------------------------------------
@@ -210,6 +259,7 @@ class _FileReader:
     types: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
     rejects: int = 0
+    size: int | None = None  # the file's, once a reject asks whether the file was cut short
 
     def rows(self) -> Iterator[dict]:
         resume = (yield from self._framed()) if self.framed else 0
@@ -264,6 +314,10 @@ class _FileReader:
                 record = next(it)
             except StopIteration:
                 yield from self._settle(pending, it.err_count > errors)
+                cut = it.offset < self._size() and _cut_short(self.filesystem, self.path,
+                                                              it.offset, self._size())
+                if cut:  # warcio's reader saw no record in what is left of the file
+                    yield self._reject(it.offset, None, None, "truncated", cut)
                 return None
             except Exception as exc:  # the record at it.offset cannot be parsed
                 yield from self._settle(pending, it.err_count > errors)
@@ -331,9 +385,21 @@ class _FileReader:
 
     def _reject(self, offset: int | None, rtype: str | None, url: str | None, reason: str,
                 detail: str) -> dict:
+        """A reject row; ``truncated`` whatever else is wrong when the file ends inside the
+        record (warcio reads a record cut in its headers or its gzip member as another fault,
+        or as no record at all)."""
+        if offset is not None and reason not in _NOT_CUT:
+            cut = _cut_short(self.filesystem, self.path, offset, self._size())
+            if cut:
+                reason, detail = "truncated", cut
         self.rejects += 1
         return _row("reject", file=self.path, offset=offset, warc_type=rtype, url=url,
                     reason=reason, detail=detail)
+
+    def _size(self) -> int:
+        if self.size is None:
+            self.size = self.filesystem.get_file_info(self.path).size
+        return self.size
 
     def _counts(self) -> Iterator[dict]:
         for rtype, n in self.types.items():
@@ -456,6 +522,42 @@ def _missing_header(filesystem: Any, path: str, offset: int) -> str | None:
     return f"no {', '.join(lacking)} header" if lacking else None
 
 
+_NOT_CUT = ("truncated", "empty", "too_many_errors", "unreadable", "too_large")
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d+)[ \t]*\r?$")
+
+
+def _cut_short(filesystem: Any, path: str, offset: int, size: int) -> str | None:
+    """How the file (``size`` bytes) ends inside the record that starts at ``offset``: in its
+    gzip member, its headers or its block; None when it does not (or no record starts
+    there)."""
+    src = _open_at(filesystem, path, offset)
+    head = src.read(1 << 16)
+    if head[:3] == _MAGICS[0][:len(head)]:
+        return _member_cut(src, head)
+    if head[:7] != _MAGICS[1][:len(head)] or not head:
+        return None
+    end = head.find(b"\r\n\r\n")
+    if end < 0:
+        return "the file ends inside the record's headers" if src.pos >= size else None
+    length = _CONTENT_LENGTH.search(head, 0, end + 2)
+    missing = end + 4 + int(length.group(1)) - (size - offset) if length else 0
+    return (f"the file ends {missing} bytes before the end of the record's block "
+            f"(Content-Length {length.group(1).decode()})") if missing > 0 else None
+
+
+def _member_cut(src: _Positioned, head: bytes) -> str | None:
+    """Whether the gzip member that starts with ``head`` (``src`` streams the rest) ends
+    before the file does."""
+    inflate, data = zlib.decompressobj(31), head
+    try:
+        while data and not inflate.eof:
+            inflate.decompress(data, _CHUNK)
+            data = inflate.unconsumed_tail or (b"" if inflate.eof else src.read(_CHUNK))
+    except zlib.error:  # broken rather than cut short
+        return None
+    return None if inflate.eof else "the file ends inside the record's gzip member"
+
+
 def _row(kind: str, **values: Any) -> dict:
     return {"kind": kind, **values}
 
@@ -499,25 +601,20 @@ def _drain(record: Any) -> None:
 
 
 def _payload(record: Any, max_bytes: int) -> bytes:
-    """The HTTP payload de-chunked and decompressed (strict: broken chunks are a reject)."""
-    from warcio.bufferedreaders import BufferedReader, ChunkedDataReader
-
+    """The HTTP payload de-chunked and decoded (:mod:`sparkfield.text.http_body`): broken
+    chunks or compression, an unknown coding or a body past ``max_bytes`` are a reject."""
     headers = record.http_headers
-    encoding = (headers.get_header("Content-Encoding") or "").strip().lower() or None
-    if encoding not in BufferedReader.get_supported_decompressors():
-        encoding = None
-    if (headers.get_header("Transfer-Encoding") or "").strip().lower() == "chunked":
-        stream = ChunkedDataReader(record.raw_stream, decomp_type=encoding,
-                                   raise_exceptions=True)
-    elif encoding:
-        stream = BufferedReader(record.raw_stream, decomp_type=encoding)
-    else:
-        stream = record.raw_stream
-    body = _read_capped(stream, max_bytes)
+    raw = _read_capped(record.raw_stream, max_bytes)
     _drain(record)
-    if not getattr(getattr(stream, "decompressor", None), "eof", True):
-        raise _Bad("bad_payload", f"the {encoding} payload ends before its end")
-    return body
+    transfer = coding_list(headers.get_header("Transfer-Encoding"))
+    try:
+        if transfer[-1:] == ["chunked"]:
+            raw, transfer = dechunk(raw), transfer[:-1]
+        # transfer codings were applied over the content codings: undone first
+        return decode_body(raw, coding_list(headers.get_header("Content-Encoding")) + transfer,
+                           max_bytes)
+    except BodyError as bad:
+        raise _Bad(bad.reason, bad.detail) from None
 
 
 def _response(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> dict:
@@ -542,7 +639,7 @@ def _response(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> 
         reader.skipped[("response", skip)] += 1
         return _row("none", offset=offset, warc_type="response", url=url)
     body = _payload(record, max_bytes)
-    kind = signature_type(body)
+    kind = sent_as_html_type(body)
     if kind:
         raise _Bad("not_html", f"not HTML: {kind} (by its bytes; sent as {media})")
     text, charset, source = _decoded(body, header_charset(ctype))
@@ -642,10 +739,23 @@ def _file_rows(filesystem: Any, path: str, max_bytes: int, framed: bool = True
         yield reader._reject(None, None, None, "unreadable", f"{type(exc).__name__}: {exc}")
 
 
-def read_warc(spark: SparkSession, path: str, max_bytes: int = 5_000_000) -> DataFrame:
+def read_warc(spark: SparkSession, path: str, max_bytes: int = 5_000_000,
+              listing: Listing | None = None) -> DataFrame:
     """The rows (RECORDS_SCHEMA) of the WARC/WET files of ``path``, read by the executors:
-    pages, rejects, and the records counted by type and by why they are not pages."""
-    listing = list_warc_files(path)
+    pages, rejects, and the records counted by type and by why they are not pages. A file
+    listed but not readable (a broken link) is a reject of reason ``unreadable``. ``listing``:
+    :func:`list_warc_files`'s of ``path``, where the caller has it already."""
+    listing = listing or list_warc_files(path)
+    records = _read_listed(spark, listing, max_bytes)
+    if not listing.unreadable:
+        return records
+    rows = [_row("reject", file=f, reason="unreadable", detail=why)
+            for f, why in listing.unreadable.items()]
+    return records.unionByName(spark.createDataFrame(
+        [tuple(r.get(name) for name in RECORDS_SCHEMA.names) for r in rows], RECORDS_SCHEMA))
+
+
+def _read_listed(spark: SparkSession, listing: Listing, max_bytes: int) -> DataFrame:
     sizes = dict(listing.files)
     parts = min(len(sizes), parse_partitions(spark, sum(sizes.values())))
     if len(sizes) > PLANNED_MAX_FILES:  # thousands a task: dealt out, their sizes even out
