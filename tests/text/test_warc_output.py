@@ -288,3 +288,63 @@ def test_the_response_record_keeps_the_exchange_as_received(spark, repo_root, tm
                              source={"warc": str(tmp_path / "out" / "warc")}))
     html = [r["html"] for r in crawled.pages.select("html").collect()]
     assert html == [r["html"] for r in replay.pages.select("html").collect()] and html[0]
+
+
+class _LoopAndLatinHandler(QuietHandler):
+    """``/loop/N`` redirects to ``/loop/N+1`` for ever; ``/latin`` sends a header in latin-1."""
+
+    def do_GET(self):  # noqa: N802
+        if self.path == "/robots.txt":
+            return self._send(200, b"User-agent: *\nAllow: /\n", "text/plain")
+        if self.path.startswith("/loop/"):
+            hop = int(self.path.rsplit("/", 1)[1])
+            return self._send(302, b"hop %d" % hop, "text/plain",
+                              headers={"Location": f"/loop/{hop + 1}"})
+        # http.server writes header values in latin-1, as they come here
+        return self._send(200, ODD_PAGE, headers={"X-Note": "caf\u00e9 cr\u00e8me"})
+
+
+def test_redirects_of_a_url_given_up_and_latin1_headers_are_recorded(spark, repo_root, tmp_path):
+    """A URL given up after too many redirects has a request and a response record for each
+    redirect received; a response header in latin-1 is stored as received (warcio and FastWARC
+    read it back), not percent-encoded."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LoopAndLatinHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        site = f"http://127.0.0.1:{server.server_address[1]}"
+        (tmp_path / "urls.txt").write_text(f"{site}/loop/0\n{site}/latin\n")
+        run(spark, _cfg(repo_root, tmp_path / "out", source={"urls": str(tmp_path / "urls.txt")},
+                        fetch={**FETCH, "max_redirects": 3}))
+    finally:
+        server.shutdown()
+        server.server_close()
+    folder = tmp_path / "out" / "warc"
+    recs = _records(folder)
+    _check_with_fastwarc(folder, len(recs))
+    pages = pd.read_parquet(tmp_path / "out" / "pages").set_index("url")
+    assert pages.loc[f"{site}/loop/0", "error"] == "redirects"
+    hops = [(r[1], r[2].get_header("WARC-Target-URI"), r[4]) for r in recs
+            if "/loop/" in (r[2].get_header("WARC-Target-URI") or "")]
+    assert hops == [(kind, f"{site}/loop/{i}", b"" if kind == "request" else b"hop %d" % i)
+                    for i in range(4) for kind in ("request", "response")]
+    latin = next(r for r in recs if r[1] == "response"
+                 and r[2].get_header("WARC-Target-URI") == f"{site}/latin")
+    assert latin[3].get_header("X-Note") == "caf\u00e9 cr\u00e8me"
+    raw = b"".join(gzip.decompress(p.read_bytes()) for p in sorted(folder.glob("*.warc.gz")))
+    assert b"X-Note: caf\xe9 cr\xe8me\r\n" in raw and b"%E9" not in raw.upper()
+
+
+def test_a_latin1_header_is_written_as_received(tmp_path):
+    part = _Part(str(tmp_path), "part-00000.warc.gz", ".part-00000.warc.gz.1.tmp")
+    part.add({"url": "http://a.test/", "final_url": "http://a.test/", "status": 200,
+              "fetched_at": "2024-05-01T12:00:00Z", "warc_redirects": None,
+              "warc_request": "GET / HTTP/1.1\r\nHost: a.test",
+              "warc_response": "HTTP/1.1 200 OK\r\nX-Note: caf\u00e9 cr\u00e8me",
+              "warc_payload": b"<p>x</p>", "warc_not_modified": False,
+              "warc_refers_uri": None, "warc_refers_date": None})
+    part.close()
+    recs = _records(tmp_path)
+    _check_with_fastwarc(tmp_path, len(recs))
+    assert recs[-1][3].get_header("X-Note") == "caf\u00e9 cr\u00e8me"
+    raw = gzip.decompress((tmp_path / "part-00000.warc.gz").read_bytes())
+    assert b"\r\nX-Note: caf\xe9 cr\xe8me\r\n" in raw

@@ -189,7 +189,8 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
     failure, the wait before the next attempt (negative: do not retry). ``headers``
     (conditional ones) may get a 304: status 304, no html, no error (the caller keeps its
     stored page). ``capture`` keeps the exchanges for WARC (CAPTURED_SCHEMA): the request and
-    response heads as sent and received, and the body once read whole; each redirect's too.
+    response heads as sent and received, and the body once read whole; each redirect's too (a
+    URL given up after too many redirects keeps every redirect it received).
     ``before_hop(url, next_url)`` runs when ``url`` answers with a redirect requests will
     follow, with the deadline's clock stopped: it waits out the politeness delay, or raises
     ``Refused`` not to follow."""
@@ -250,6 +251,9 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
         out.error, out.error_detail, retry = classify(exc, deadline)
         if out.error == "redirects":
             out.error_detail = f"too many redirects (> {settings.max_redirects})"
+            given_up = getattr(exc, "response", None)  # the last redirect, not followed
+            if capture and given_up is not None:
+                out.warc_redirects = [_redirect(hop) for hop in [*given_up.history, given_up]]
         if out.error == "too_large":
             out.error_detail = f"too large: {out.error_detail}"
         return out, 0.0 if retry else -1.0

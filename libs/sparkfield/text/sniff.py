@@ -2,7 +2,9 @@
 
 Signatures follow the WHATWG MIME Sniffing standard (the ones no text page starts with); the
 binary check is its "binary data byte" rule over the resource header (the first 1445 bytes),
-skipped when a byte-order mark says the body is UTF-16 or UTF-8 text.
+skipped when a byte-order mark says the body is UTF-16 or UTF-8 text. A body sent as HTML is
+binary only where over 1 % of that header are such bytes: a stray control byte in a page is no
+reason to drop it, a compressed or binary body has one in about ten.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"ID3", "audio/mpeg"),
     (b"wOFF", "font/woff"),
     (b"wOF2", "font/woff2"),
+    (b"\x28\xb5\x2f\xfd", "application/zstd"),
 )
 _RIFF = {b"WEBP": "image/webp", b"WAVE": "audio/wave", b"AVI ": "video/avi"}
 _BINARY = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
@@ -47,6 +50,24 @@ def signature_type(raw: bytes) -> str | None:
     if raw[4:8] == b"ftyp":
         return "video/mp4"
     return None
+
+
+def binary_share(raw: bytes) -> float:
+    """The share of binary data bytes in the resource header (0 where a byte-order mark says
+    the body is text)."""
+    head = raw[:HEADER_BYTES]
+    if not head or raw.startswith(_TEXT_BOMS):
+        return 0.0
+    return len(_BINARY.findall(head)) / len(head)
+
+
+def sent_as_html_type(raw: bytes) -> str | None:
+    """Why a body sent as HTML is not a page: its signature's type, or binary data (more than a
+    stray control byte: see the module's docstring); None: it may be a page."""
+    kind = signature_type(raw)
+    if kind:
+        return kind
+    return "application/octet-stream (binary data)" if binary_share(raw) > 0.01 else None
 
 
 def non_html_type(raw: bytes, name: str | None = None) -> str | None:

@@ -6,7 +6,8 @@ A part is written under a hidden temporary name and renamed when complete, so a 
 never leaves half a part. Per page: a ``request`` record (the request line and headers as sent)
 and a ``response`` record, or a ``revisit`` record (profile server-not-modified) for a page
 answered 304 Not Modified; a page without an HTTP response (DNS error, timeout, robots.txt)
-has no record.
+has no record, one given up after too many redirects those of the redirects it received. Heads
+are written byte for byte as sent and received (header values are latin-1 on the wire).
 
 The fetch keeps each exchange (fetch.CAPTURED_SCHEMA): the heads as sent and received, and the
 body exactly as received once read whole. As in Common Crawl's archives, the payload is stored
@@ -18,6 +19,7 @@ whole (an error status, too large, cut off) leaves an empty payload marked ``WAR
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from collections import Counter
@@ -169,9 +171,10 @@ class _Part:
         self.writer: Any = None
 
     def add(self, row: dict[str, Any]) -> None:
-        if row["status"] is None:  # no HTTP response: nothing to record
+        if row["status"] is None:  # no final HTTP response: only the redirects it received
             self.counts[NO_RESPONSE] += 1
-            return
+            if row["warc_redirects"] is None or not len(row["warc_redirects"]):
+                return
         if self.writer is None:
             self._open()
         for record in page_records(self.writer, row):
@@ -208,12 +211,15 @@ class _Part:
 def page_records(writer: Any, row: dict[str, Any]) -> list[Any]:
     """The records of a page with an HTTP response: a request and a response record for each
     redirect followed, then the request and the response (or revisit) record of the last
-    exchange; each request and its answer name each other in WARC-Concurrent-To."""
+    exchange; each request and its answer name each other in WARC-Concurrent-To. A URL given up
+    after too many redirects (no status) has the records of the redirects it received."""
     records = []
     for hop in row["warc_redirects"] if row["warc_redirects"] is not None else []:
         exchange = {"fetched_at": row["fetched_at"], **{f"warc_{k}": v for k, v in hop.items()}}
         uri = hop["url"]
         records += _linked(_request(writer, uri, exchange), _response(writer, uri, exchange))
+    if row["status"] is None:
+        return records
     uri = row["final_url"] or row["url"]
     answer = (_revisit if row["warc_not_modified"] else _response)(writer, uri, row)
     return records + _linked(_request(writer, uri, row), answer)
@@ -228,6 +234,26 @@ def _linked(request: Any, answer: Any) -> list[Any]:
     return [request, answer]
 
 
+def _as_sent(line: str, headers: list[tuple[str, str]], **kwargs: Any) -> Any:
+    """A head whose bytes in the record are those sent or received (see :func:`_head_class`)."""
+    return _head_class()(line, headers, **kwargs)
+
+
+@functools.cache
+def _head_class() -> type:
+    """warcio's StatusAndHeaders writing its lines in latin-1, as HTTP header values are
+    (http.client decodes them so), rather than percent-encoding what is not ASCII."""
+    from warcio.statusandheaders import StatusAndHeaders
+
+    class AsSent(StatusAndHeaders):
+        def compute_headers_buffer(self, header_filter: Any = None) -> None:
+            try:
+                self.headers_buff = self.to_bytes(header_filter, encoding="latin-1")
+            except UnicodeEncodeError:  # not from the wire: warcio's percent-encoding
+                super().compute_headers_buffer(header_filter)
+
+    return AsSent
+
 
 def _head(text: str) -> tuple[str, list[tuple[str, str]]]:
     """A captured head (CRLF-joined lines) as its first line and its headers."""
@@ -236,10 +262,8 @@ def _head(text: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 def _request(writer: Any, uri: str, row: dict[str, Any]) -> Any:
-    from warcio.statusandheaders import StatusAndHeaders
-
     line, headers = _head(row["warc_request"])
-    http_headers = StatusAndHeaders(line, headers, is_http_request=True)
+    http_headers = _as_sent(line, headers, is_http_request=True)
     return writer.create_warc_record(uri, "request", payload=io.BytesIO(b""),
                                      http_headers=http_headers,
                                      warc_headers_dict=_known({"WARC-Date": row["fetched_at"]}))
@@ -248,13 +272,10 @@ def _request(writer: Any, uri: str, row: dict[str, Any]) -> Any:
 def _received(row: dict[str, Any], payload: bytes) -> Any:
     """The response head as received, the encodings undone on the payload renamed
     ``X-Crawler-*`` and ``Content-Length`` the payload's."""
-    from warcio.statusandheaders import StatusAndHeaders
-
     line, headers = _head(row["warc_response"])
     protocol, _, status = line.partition(" ")
     kept = [(f"X-Crawler-{k}" if k.title() in UNDONE else k, v) for k, v in headers]
-    return StatusAndHeaders(status, [*kept, ("Content-Length", str(len(payload)))],
-                            protocol=protocol)
+    return _as_sent(status, [*kept, ("Content-Length", str(len(payload)))], protocol=protocol)
 
 
 def _response(writer: Any, uri: str, row: dict[str, Any]) -> Any:
