@@ -72,6 +72,9 @@ class Handler(QuietHandler):
         if self.path == "/untyped-page":  # no Content-Type, no charset, latin-1
             body = DESSERT.encode("latin-1")
             return self._raw(body, {"Content-Length": str(len(body))})
+        if self.path == "/binary-as-html":  # control bytes sent as text/html
+            body = bytes(range(32)) * 40
+            return self._raw(body, {"Content-Type": "text/html", "Content-Length": str(len(body))})
         if self.path == "/tea":
             return self._send(200, PAGE)
         return self._send(404, b"not here")
@@ -112,6 +115,14 @@ def test_an_untyped_image_is_not_html_and_an_untyped_page_is_kept(base):
     assert page.error is None and page.content_type is None
     assert "Une crème brûlée" in page.html
     assert (page.charset, page.charset_source) == ("cp1252", "guess")
+
+
+def test_binary_data_sent_as_html_is_not_html(base):
+    out = _fetch([f"{base}/binary-as-html", f"{base}/tea"])
+    binary = out[f"{base}/binary-as-html"]
+    assert binary.error == "not_html" and binary.html is None, binary
+    assert "binary data" in binary.error_detail and "sent as text/html" in binary.error_detail
+    assert out[f"{base}/tea"].error is None
 
 
 def test_a_malformed_url_is_its_own_outcome_and_the_others_are_fetched(base):

@@ -41,7 +41,7 @@ from sparkfield.text.request import (
     read_capped,
 )
 from sparkfield.text.revalidate import conditional_headers, crawl_delay
-from sparkfield.text.sniff import non_html_type, signature_type
+from sparkfield.text.sniff import non_html_type, sent_as_html_type
 
 __all__ = ["CAPTURED_SCHEMA", "PAGES_SCHEMA", "FetchSettings", "Outcome", "conform_pages",
            "decode_html", "fetch_batches", "fetch_one", "fetch_partition", "host_of",
@@ -237,7 +237,7 @@ def fetch_one(session, url: str, settings: FetchSettings, headers: dict | None =
                 return out, -1.0
             if capture:
                 out.warc_payload = body
-            kind = non_html_type(body) if not ctype else signature_type(body)
+            kind = non_html_type(body) if not ctype else sent_as_html_type(body)
             if kind:
                 out.error = "not_html"
                 out.error_detail = f"not HTML: {kind} (by its bytes" + (
