@@ -10,7 +10,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.io import CORRUPT_COL, corrupt_record
-from sparkfield.process.events import RAW_TS, parse_timestamp, sample_cases
+from sparkfield.process.events import (
+    LOCAL_PROBLEM,
+    RAW_TS,
+    local_time_problem,
+    parse_timestamp,
+    sample_cases,
+)
 from sparkfield.process.mapping import Activity, Mapping
 from sparkfield.process.mapping_common import MappingError
 from sparkfield.process.schema import (
@@ -43,7 +49,8 @@ def _check_format(spark: SparkSession, act: Activity) -> None:
 
 @dataclass
 class Extracted:
-    rows: DataFrame  # event columns + timestamp_raw (+ _corrupt_record), before validation
+    # event columns + timestamp_raw, local_time_problem (+ _corrupt_record), not validated
+    rows: DataFrame
     empty_sources: list[str]
 
 
@@ -86,6 +93,8 @@ def extract_from(frames: dict[str, DataFrame], mapping: Mapping, fraction: float
             resource.alias(RESOURCE), lifecycle.alias(LIFECYCLE), attrs.alias(ATTRIBUTES),
             F.lit(act.index).alias(SRC_ORDER), F.col(ROW_COL).alias(ROW_ORDER),
             ts_col.cast("string").alias(RAW_TS), corrupt.alias(CORRUPT_COL),
+            local_time_problem(ts_col, ts_type, mapping.timezone, act.timestamp_format)
+            .alias(LOCAL_PROBLEM),
         ))
     rows = reduce(DataFrame.unionByName, parts)
     rows = sample_cases(rows, fraction, seed)

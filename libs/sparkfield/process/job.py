@@ -35,7 +35,12 @@ from sparkfield.process.events import (
     with_classifier,
 )
 from sparkfield.process.extract import Extracted, extract
-from sparkfield.process.log_conformance import Conformance, check_conformance, load_model
+from sparkfield.process.log_conformance import (
+    Conformance,
+    check_conformance,
+    label_mismatch,
+    load_model,
+)
 from sparkfield.process.log_filters import FilterCall, apply_filters, plan_filters
 from sparkfield.process.log_statistics import LogStatistics, log_statistics, png
 from sparkfield.process.logs import log_format, read_log
@@ -218,6 +223,11 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     conformance = None
     net = given_model or (model.net if model is not None else None)
     if p.conformance and net is not None:
+        mismatch = None if given_model is None else \
+            label_mismatch(given_model, small["activities"][ACTIVITY])
+        if mismatch:
+            stats.notes.append(mismatch)
+            log.warning(mismatch)
         with stats.step("conformance"):
             conformance = check_conformance(seqs, net, stack)
         stats.counts["conformance"] = {

@@ -6,6 +6,7 @@ over the case ids its rows carry (no join)."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -45,6 +46,41 @@ def load_model(spark: SparkSession, path: str) -> PetriNet:
     if not net.initial_marking:
         raise InputError(f"{path}: the net has no initial marking (no place holds a token)")
     return net
+
+
+def label_mismatch(net: PetriNet, activities: Iterable[str], examples: int = 5) -> str | None:
+    """What to tell the user when the model's labels miss the log's activities: labels are
+    compared exactly, so a model labelling none or under half of them (or some only when
+    spaces or case are ignored) makes those cases unfit for a reason replay does not show.
+    None when the labels cover at least half of the activities exactly."""
+    acts, labels = sorted(set(activities)), net.labels
+    missing = [a for a in acts if a not in labels]
+    by_norm = {_norm(label): label for label in sorted(labels)}
+    near = {a: by_norm[_norm(a)] for a in missing if _norm(a) in by_norm}
+    if 2 * (len(acts) - len(missing)) >= len(acts) and not near:
+        return None
+    matched = len(acts) - len(missing)
+    text = (f"the conformance model labels none of the log's {len(acts)} activities"
+            if not matched else
+            f"the conformance model labels only {matched} of the log's {len(acts)} activities")
+    text += f" (not in the model: {_some(missing, examples)}"
+    text += f"; its labels: {_some(sorted(labels), examples)})"
+    if near:
+        pairs = ", ".join(f"{a!r} ~ {lab!r}" for a, lab in list(near.items())[:examples])
+        text += f"; differing only in spaces or case: {pairs}"
+    return text + ": labels are compared exactly, so cases with those activities do not fit"
+
+
+def _norm(label: str) -> str:
+    return " ".join(label.split()).casefold()
+
+
+def _some(names: list[str], n: int) -> str:
+    """The first ``n`` names quoted, and how many more."""
+    if not names:
+        return "none"
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(repr(x) for x in names[:n]) + more
 
 
 def check_conformance(seqs: DataFrame, net: PetriNet, stack: ExitStack) -> Conformance:

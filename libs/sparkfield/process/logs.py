@@ -9,7 +9,12 @@ from pyspark.sql import types as T
 from sparkfield.core.errors import InputError
 from sparkfield.core.failures import spark_input_error
 from sparkfield.core.io import CORRUPT_COL, corrupt_record, read_csv_strings, require_path
-from sparkfield.process.events import RAW_TS, parse_timestamp
+from sparkfield.process.events import (
+    LOCAL_PROBLEM,
+    RAW_TS,
+    local_time_problem,
+    parse_timestamp,
+)
 from sparkfield.process.params import LogColumns
 from sparkfield.process.schema import (
     ACTIVITY,
@@ -47,7 +52,8 @@ def _read_parquet_log(spark: SparkSession, path: str) -> DataFrame:
 
 def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "UTC",
              one_range: bool = False, csv_multiline: bool = True) -> DataFrame:
-    """Raw rows with the event columns, ``timestamp_raw`` and file order in ``row_order``;
+    """Raw rows with the event columns, ``timestamp_raw``, ``local_time_problem`` (a naive
+    time ``timezone`` skips or repeats) and file order in ``row_order``;
     ``one_range``: a plain XES file read as one range (see :func:`read_xes`);
     ``csv_multiline=False`` reads a CSV log line by line (splittable, no quoted line breaks)."""
     fmt = log_format(path)
@@ -57,6 +63,8 @@ def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "
             CASE, ACTIVITY,
             parse_timestamp(F.col(RAW_TS), T.StringType(), timezone, None).alias(TIMESTAMP),
             RESOURCE, LIFECYCLE, ATTRIBUTES, F.lit(0).alias(SRC_ORDER), ROW_ORDER, RAW_TS,
+            local_time_problem(F.col(RAW_TS), T.StringType(), timezone, None)
+            .alias(LOCAL_PROBLEM),
         )
     if fmt == "csv":
         df = read_csv_strings(spark, path, multiLine=str(csv_multiline).lower())
@@ -88,4 +96,6 @@ def read_log(spark: SparkSession, path: str, cols: LogColumns, timezone: str = "
         opt(cols.resource).alias(RESOURCE), opt(cols.lifecycle).alias(LIFECYCLE),
         attrs.alias(ATTRIBUTES), F.lit(0).alias(SRC_ORDER), F.col("__row").alias(ROW_ORDER),
         ts.cast("string").alias(RAW_TS), corrupt.alias(CORRUPT_COL),
+        local_time_problem(ts, df.schema[cols.timestamp].dataType, timezone, None)
+        .alias(LOCAL_PROBLEM),
     )

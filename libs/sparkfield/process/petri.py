@@ -248,10 +248,14 @@ def _child(el: ET.Element, name: str) -> ET.Element | None:
     return next((c for c in el if _local(c.tag) == name), None)
 
 
-def _child_text(el: ET.Element, name: str) -> str | None:
+def _child_text(el: ET.Element, name: str, strip: bool = True) -> str | None:
+    """The text of ``<name><text>``; ``strip=False`` keeps it as written (an activity label:
+    a trailing space is part of the name, as pm4py reads it)."""
     holder = _child(el, name)
     text = None if holder is None else _child(holder, "text")
-    return None if text is None or text.text is None else text.text.strip()
+    if text is None or text.text is None:
+        return None
+    return text.text.strip() if strip else text.text
 
 
 def _count(value: str | None, what: str, where: str) -> int:
@@ -265,12 +269,18 @@ def _count(value: str | None, what: str, where: str) -> int:
 
 
 def _nodes(container: ET.Element) -> list[ET.Element]:
-    """Places, transitions and arcs of a net, pages (nested ones too) flattened."""
+    """Places, transitions and arcs of a net, pages (nested ones too, at any depth) flattened
+    in document order; iterative, so no nesting exhausts Python's stack."""
     out = []
-    for el in container:
+    pending = [iter(container)]
+    while pending:
+        el = next(pending[-1], None)
+        if el is None:
+            pending.pop()
+            continue
         name = _local(el.tag)
         if name == "page":
-            out.extend(_nodes(el))
+            pending.append(iter(el))
         elif name in ("place", "transition", "arc"):
             out.append(el)
     return out
@@ -314,9 +324,10 @@ def _final_marking(xnet: ET.Element, where: str) -> dict[str, int] | None:
 
 def read_pnml(path_or_file: str | os.PathLike | IO) -> PetriNet:
     """A Petri net from a PNML file. Silent transitions carry ProM's ``$invisible$`` mark; a
-    transition without a name is labelled with its id. Without a final marking in the file,
-    each place with no outgoing arc gets one token (as pm4py guesses it). Raises
-    :class:`PnmlError` naming the file and the problem."""
+    transition without a name is labelled with its id, a named one with its name as written
+    (spaces kept, as pm4py reads it). Without a final marking in the file, each place with no
+    outgoing arc gets one token (as pm4py guesses it). Raises :class:`PnmlError` naming the
+    file and the problem."""
     where = str(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else "PNML"
     try:
         root = ET.parse(path_or_file).getroot()
@@ -337,7 +348,7 @@ def read_pnml(path_or_file: str | os.PathLike | IO) -> PetriNet:
         elif kind == "transition":
             tid = _id(el, where)
             net.transitions.append(Transition(tid, None if _silent(el) else
-                                              _child_text(el, "name") or tid))
+                                              _child_text(el, "name", strip=False) or tid))
         else:
             source, target = el.get("source"), el.get("target")
             if not source or not target:
