@@ -45,7 +45,7 @@ PROFILE=local; MASTER=""; PYENV=""; CONF_DIR="$ROOT/conf"; PASS=(); EXTRA=()
 USER_PYFILES=""; USER_FILES=""; USER_ARCHIVES=""; DRY_RUN=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) PYTHONPATH="$ROOT/libs${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" "$JOB_FILE" --help ;;
+    -h|--help) PYTHONPATH="$ROOT/libs${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m sparkfield "$JOB" --help ;;
     --profile) PROFILE="$2"; PASS+=("$1" "$2"); shift 2 ;;
     --profile=*) PROFILE="${1#*=}"; PASS+=("$1"); shift ;;
     --master) MASTER="$2"; shift 2 ;;

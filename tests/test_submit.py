@@ -123,3 +123,16 @@ def test_a_users_spark_conf_directory_is_kept_and_no_archive_is_used(tmp_path):
     assert "spark.sparkfield.marker" in res.stdout + res.stderr  # the user's defaults read
     assert "class archive" not in res.stderr
     assert "Mapped dynamic region" not in log.read_text()
+
+
+def test_spark_remote_in_the_environment_is_one_error_line_not_a_java_exception(tmp_path):
+    """spark-submit refuses a master beside SPARK_REMOTE with a Java exception; submit.sh says
+    what to do before it starts, and submits nothing."""
+    res = _submit("coffee_shops", "--output", str(tmp_path / "out"),
+                  env={"SPARK_REMOTE": "sc://127.0.0.1:15002"})
+    assert res.returncode == 2, (res.stdout + res.stderr)[-3000:]
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-3000:]
+    assert "SPARK_REMOTE=sc://127.0.0.1:15002" in lines[0] and "unset SPARK_REMOTE" in lines[0]
+    assert "Exception" not in res.stdout + res.stderr
+    assert not (tmp_path / "out").exists()

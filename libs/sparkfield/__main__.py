@@ -35,6 +35,20 @@ def job_names() -> dict[str, str]:
     return out
 
 
+def _job_file(name: str) -> Path:
+    return _jobs_dir() / f"{name}.py"
+
+
+def _job_area(name: str) -> str | None:
+    """The library area (``sparkfield.<area>``) the job imports: the name of its extra."""
+    for node in ast.walk(ast.parse(_job_file(name).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sparkfield."):
+            area = node.module.split(".")[1]
+            if area != "core":
+                return area
+    return None
+
+
 def _job_module(name: str) -> ModuleType:
     if importlib.util.find_spec("sparkfield.jobs") is not None:
         return importlib.import_module(f"sparkfield.jobs.{name}")
@@ -60,7 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     if name not in job_names():
         print(f"error: unknown job {name!r}\n{_usage()}", file=sys.stderr)
         return 2
-    return _job_module(name).main(rest)
+    try:
+        module = _job_module(name)
+    except ModuleNotFoundError as exc:  # an extra the job needs is not installed
+        from sparkfield.core.cli import missing_extra_error
+        from sparkfield.core.failures import missing_module_error
+
+        reason = missing_extra_error(exc, name, _job_area(name)) or missing_module_error(exc)
+        print(f"error: {reason}", file=sys.stderr)
+        return 2
+    return module.main(rest)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ def test_an_executor_without_a_package_is_one_line_naming_it(spark, repo_root, c
                    lambda s, c: _import_in_executor(spark, "lxml"), None)
     assert code == EXIT_BAD_INPUT
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
-    assert lines == ["error: Python module 'lxml' is missing on an executor (package lxml): "
-                     "`make pack-env` packs it (its extras: process, text); pass --python-env "
-                     "build/sparkfield-env.tar.gz"]
+    # the test session's executors are local and run this Python: the fix is installing here
+    assert lines == ["error: Python module 'lxml' is not installed (package lxml; the local "
+                     "executors run this Python): the process_mining job needs the 'process' "
+                     "extra: pip install 'sparkfield[process]'"]
 
 
 def test_a_module_outside_the_table_is_named_too(spark):

@@ -6,6 +6,7 @@ import argparse
 import datetime
 import logging
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,8 +23,10 @@ from sparkfield.core.batch import (
 from sparkfield.core.conf import Config, load_config
 from sparkfield.core.errors import ConfigError, InputError, UserError
 from sparkfield.core.failures import (
+    MODULE_PACKAGES,
     check_master,
     disk_full_error,
+    missing_module,
     missing_module_error,
     route_stderr,
     spark_input_error,
@@ -173,6 +176,9 @@ def main(
     except (UserError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ModuleNotFoundError as exc:  # a job's checks of its environment import its extra
+        return _fail(missing_extra_error(exc, job, _area(run)) or missing_module_error(exc),
+                     EXIT_BAD_INPUT)
     return run_job(job, cfg, output, limit, run, describe)
 
 
@@ -225,8 +231,9 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
         except UserError as exc:
             return _fail(str(exc), EXIT_BAD_INPUT)
         except Exception as exc:
-            reason = (disk_full_error(exc, output) or missing_module_error(exc)
-                      or spark_input_error(exc))
+            reason = (disk_full_error(exc, output)
+                      or missing_extra_error(exc, job, _area(run), executors_run_this_python(spark))
+                      or missing_module_error(exc) or spark_input_error(exc))
             if reason:
                 return _fail(reason, EXIT_BAD_INPUT)
             log.exception("job %s failed", job)
@@ -237,6 +244,43 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
     finally:
         if lock is not None:
             lock.release()
+
+
+def missing_extra_error(exc: BaseException, job: str, area: str | None = None,
+                        executors_here: bool = False) -> str | None:
+    """One line naming the extra to install when a module one of the library's extras
+    provides is missing from this Python (or from local executors that run this Python,
+    ``executors_here``), or None. ``area`` (geo, process, text, nlp: the extras' names) picks
+    the extra when several provide the module."""
+    found = missing_module(exc)
+    if found is None:
+        return None
+    module, where = found
+    if where != "the driver" and not executors_here:
+        return None  # executors with an environment of their own: missing_module_error says
+    package, extras = MODULE_PACKAGES.get(module.split(".")[0], (None, ()))
+    if not extras:
+        return None
+    extra = area if area in extras else extras[0]
+    place = "" if where == "the driver" else "; the local executors run this Python"
+    return (f"Python module {module!r} is not installed (package {package}{place}): the {job} "
+            f"job needs the {extra!r} extra: pip install 'sparkfield[{extra}]'")
+
+
+def executors_run_this_python(spark: Any) -> bool:
+    """True when the session's executors are local and start this very interpreter, so that
+    what is missing here is missing there."""
+    sc = spark.sparkContext
+    if not str(sc.master).startswith("local"):
+        return False
+    python = shutil.which(sc.pythonExec) or sc.pythonExec
+    return os.path.abspath(python) == os.path.abspath(sys.executable)
+
+
+def _area(run: Callable[..., Any]) -> str | None:
+    """The library area (``sparkfield.<area>``) a job's ``run`` comes from."""
+    parts = getattr(run, "__module__", "").split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "sparkfield" else None
 
 
 def _fail(message: str, code: int) -> int:

