@@ -181,3 +181,12 @@ def test_onnx_engine_equals_torch(spark, tmp_path: Path, real_sentences):
     torch_ = _vectors(_stage().transform(few))
     onnx = _vectors(_stage(engine="onnx", onnxDir=str(tmp_path)).transform(few))
     assert min(_cos(torch_[i], onnx[i]) for i in torch_) >= 0.9999
+
+
+def test_a_text_column_named_with_a_dot_and_a_backtick(with_text):
+    plain = _vectors(_stage().transform(with_text.limit(3)))
+    odd = with_text.limit(3).withColumnRenamed("sentence", "page.`text`")
+    got = _vectors(SentenceEmbeddings(inputCol="page.`text`", device="cpu",
+                                      batchSize=8).transform(odd))
+    assert got.keys() == plain.keys() and len(got) == 3
+    assert all(np.allclose(got[k], plain[k], atol=1e-6) for k in plain)

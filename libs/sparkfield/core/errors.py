@@ -23,3 +23,8 @@ class InputError(UserError, ValueError):
 
 class DeviceError(UserError, RuntimeError):
     """The requested accelerator (or the engine's support for it) is not there."""
+
+
+class SavedStageError(InputError):
+    """A saved stage, Pipeline or model that cannot be loaded: the message names its folder
+    and what is wrong with it."""

@@ -6,18 +6,27 @@ and persistence through the DataFrame API.
 overwrites with the writer's own mode where ``MLWriter.save`` deletes through the JVM. So a
 stage saves and loads on classic Spark and over Spark Connect, and pyspark's ``Pipeline`` and
 ``PipelineModel`` readers, which load each stage with its class's own reader, read it too.
+
+:func:`load_saved` loads any saved stage, Pipeline or model (the library's, pyspark's, Spark's)
+and turns a missing or damaged save into one :class:`~sparkfield.core.errors.SavedStageError`
+that names the folder (in a Pipeline, the damaged stage's folder) and what is wrong with it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from typing import Any, Generic, TypeVar
 
+from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.param import Param, Params
+from pyspark.ml.pipeline import PipelineSharedReadWrite
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
+from pyspark.sql import SparkSession
 
-from sparkfield.core.errors import InputError
+from sparkfield.core.errors import SavedStageError
+from sparkfield.core.failures import _java_chain, spark_input_error
 from sparkfield.core.params import JobSchema
 
 S = TypeVar("S", bound=Params)
@@ -92,21 +101,22 @@ class StageReader(MLReader[S], Generic[S]):
         self.cls = cls
 
     def load(self, path: str) -> S:
-        row = self.sparkSession.read.text(f"{path.rstrip('/')}/metadata").first()
-        if row is None:
-            raise InputError(f"{path}: no saved stage (empty metadata)")
-        meta = json.loads(row[0])
-        if meta.get("class", "").rsplit(".", 1)[-1] != self.cls.__name__:
-            raise InputError(f"{path}: a saved {meta.get('class')}, not a {self.cls.__name__}")
+        meta = read_metadata(self.sparkSession, path)
+        if meta["class"].rsplit(".", 1)[-1] != self.cls.__name__:
+            raise SavedStageError(f"{path}: a saved {meta['class']}, not a "
+                                  f"{self.cls.__name__}")
         stage = self.cls()
         stage._resetUid(meta["uid"])
         known = {p.name for p in stage.params}
         unknown = sorted(set(meta["paramMap"]) - known)
         if unknown:
-            raise InputError(f"{path}: unknown params {', '.join(unknown)}")
-        stage._setDefault(**{k: v for k, v in meta.get("defaultParamMap", {}).items()
-                             if k in known})
-        return stage._set(**meta["paramMap"])
+            raise SavedStageError(f"{path}: unknown params {', '.join(unknown)}")
+        try:
+            stage._setDefault(**{k: v for k, v in meta.get("defaultParamMap", {}).items()
+                                 if k in known})
+            return stage._set(**meta["paramMap"])
+        except (TypeError, ValueError) as exc:
+            raise SavedStageError(f"{path}: a saved param is not valid: {exc}") from None
 
 
 class Persistent(MLReadable, MLWritable):
@@ -118,3 +128,98 @@ class Persistent(MLReadable, MLWritable):
     @classmethod
     def read(cls) -> MLReader:
         return StageReader(cls)  # type: ignore[arg-type]
+
+
+# -- loading saved stages -------------------------------------------------------------------
+
+_FIELDS = {"class": str, "uid": str, "paramMap": dict}
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else "(no message)"
+
+
+def _why(exc: BaseException) -> str:
+    """What a failed read says, in one line: the innermost Java error (a checksum that does
+    not match, a Parquet file cut short, naming the file), else the file Spark could not read,
+    else the Python error."""
+    chain = _java_chain(exc)
+    if chain:
+        name, _, message = chain[-1].partition(": ")
+        return f"{name.rsplit('.', 1)[-1]}: {_first_line(message)}"
+    return spark_input_error(exc) or f"{type(exc).__name__}: {_first_line(str(exc))}"
+
+
+def read_metadata(spark: SparkSession, path: str) -> dict[str, Any]:
+    """The JSON line of ``<path>/metadata`` (as ``DefaultParamsWriter`` writes it), checked:
+    SavedStageError naming ``path`` where it is missing, unreadable or not a stage's."""
+    where = f"{path.rstrip('/')}/metadata"
+    try:
+        rows = spark.read.text(where).limit(2).collect()
+    except Exception as exc:  # whatever the reader raises, the save cannot be read
+        raise SavedStageError(f"{path}: cannot read its metadata: {_why(exc)}") from None
+    if len(rows) != 1:
+        what = "is empty" if not rows else "holds more than one line"
+        raise SavedStageError(f"{path}: no saved stage ({where} {what})")
+    try:
+        meta = json.loads(rows[0][0])
+    except ValueError as exc:
+        raise SavedStageError(f"{path}: {where} is not valid JSON (cut short or damaged: "
+                              f"{exc})") from None
+    bad = [k for k, kind in _FIELDS.items()
+           if not isinstance(meta, dict) or not isinstance(meta.get(k), kind)]
+    if bad or not isinstance(meta.get("defaultParamMap", {}), dict):
+        raise SavedStageError(f"{path}: {where} is not a saved stage's metadata (no valid "
+                              f"{', '.join(bad) or 'defaultParamMap'})")
+    return meta
+
+
+def _saved_class(path: str, name: str) -> type:
+    """The Python class of a saved ``name`` (Spark's own classes are pyspark's)."""
+    if name.startswith("org.apache.spark."):
+        name = "pyspark." + name.removeprefix("org.apache.spark.")
+    module, _, cls = name.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), cls, None) if module else None
+    except ImportError:
+        found = None
+    if not isinstance(found, type) or not hasattr(found, "load"):
+        raise SavedStageError(f"{path}: a saved {name}, which cannot be loaded here")
+    return found
+
+
+def _stage_paths(path: str, meta: dict[str, Any]) -> list[str] | None:
+    """The stage folders of a saved Pipeline or PipelineModel, in order (None for a stage)."""
+    uids = meta["paramMap"].get("stageUids", meta.get("stageUids"))
+    if uids is None:
+        return None
+    if not isinstance(uids, list) or not all(isinstance(u, str) for u in uids):
+        raise SavedStageError(f"{path}: its metadata lists no valid stage uids")
+    stages = f"{path.rstrip('/')}/stages"
+    return [PipelineSharedReadWrite.getStagePath(u, i, len(uids), stages)
+            for i, u in enumerate(uids)]
+
+
+def load_saved(path: str, spark: SparkSession | None = None) -> Any:
+    """The stage, Pipeline or PipelineModel saved at ``path``, as its class's own reader loads
+    it. SavedStageError, naming the folder that is damaged and what is wrong with it, where a
+    save is missing or damaged: metadata unreadable (a checksum that no longer matches), cut
+    short or not a stage's, a Pipeline's stage folder missing, a model's data cut short or
+    removed. A Pipeline's stages are loaded one by one, so the error names the stage's
+    folder."""
+    spark = spark or SparkSession.active()
+    meta = read_metadata(spark, path)
+    cls = _saved_class(path, meta["class"])
+    stage_paths = _stage_paths(path, meta)
+    if stage_paths is not None and cls in (Pipeline, PipelineModel):
+        stages = [load_saved(p, spark) for p in stage_paths]
+        whole = Pipeline(stages=stages) if cls is Pipeline else PipelineModel(stages)
+        return whole._resetUid(meta["uid"])
+    try:
+        return cls.load(path)
+    except SavedStageError:
+        raise
+    except Exception as exc:  # the class's reader reads the data files: any failure is theirs
+        raise SavedStageError(f"{path}: cannot load the saved {cls.__name__}: "
+                              f"{_why(exc)}") from None

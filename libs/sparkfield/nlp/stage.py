@@ -19,6 +19,7 @@ from pyspark.ml.param.shared import HasInputCol, HasOutputCol
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sparkfield.core.columns import column
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.ml import Persistent, given, schema_param
 from sparkfield.nlp.embed import (
@@ -175,7 +176,7 @@ class SentenceEmbeddings(Transformer, HasInputCol, HasOutputCol, Persistent):
             raise InputError(f"no column {text!r} (columns: {', '.join(columns)})")
         if out in columns:
             raise ConfigError(f"output column {out!r} already exists")
-        encoded = embedding_column(F.col(text), self.engine_spec(dataset.sparkSession),
+        encoded = embedding_column(column(text), self.engine_spec(dataset.sparkSession),
                                    self.getBatchSize(), self.getBucket())[EMBEDDING]
         # array_to_vector fails on a null array; the UDF still runs once per row
         return dataset.withColumn(out, F.when(encoded.isNotNull(), array_to_vector(encoded)))

@@ -13,8 +13,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.columns import column
 from sparkfield.process import views as _views
-from sparkfield.process.events import parse_timestamp
+from sparkfield.process.events import clock_changes, parse_timestamp
 from sparkfield.process.schema import ACTIVITY, CASE, ROW_ORDER, SRC_ORDER, TIMESTAMP
 
 __all__ = ["activities", "all_views", "case_durations", "discover_dfg", "end_activities",
@@ -26,7 +27,8 @@ def event_frame(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
                 timezone: str = "UTC", checked: bool = False) -> DataFrame:
     """``df`` as canonical events (case_id, activity, timestamp, src_order, row_order).
 
-    Timestamp strings without an offset, and dates, are wall-clock times in ``timezone``.
+    Timestamp strings without an offset, and dates, are wall-clock times in ``timezone``
+    (one the zone skips or shows twice, at a change of its clocks, names no instant).
     Raises ``ValueError`` naming the column when a row has no case, activity or timestamp
     (a pass over the data that ``checked=True`` skips, for events known to have none)."""
     for name in (case, activity, timestamp, order):
@@ -34,11 +36,11 @@ def event_frame(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
             raise ValueError(f"column {name!r} not found; columns are {df.columns}")
     raw_ts = df.schema[timestamp].dataType
     events = df.select(
-        F.col(case).cast("string").alias(CASE),
-        F.col(activity).cast("string").alias(ACTIVITY),
-        parse_timestamp(F.col(timestamp), raw_ts, timezone, None).alias(TIMESTAMP),
+        column(case).cast("string").alias(CASE),
+        column(activity).cast("string").alias(ACTIVITY),
+        parse_timestamp(column(timestamp), raw_ts, timezone, None).alias(TIMESTAMP),
         F.lit(0).cast(T.IntegerType()).alias(SRC_ORDER),
-        (F.col(order) if order else F.monotonically_increasing_id()).cast("long")
+        (column(order) if order else F.monotonically_increasing_id()).cast("long")
         .alias(ROW_ORDER),
     )
     if checked:
@@ -48,6 +50,8 @@ def event_frame(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
     names = {CASE: case, ACTIVITY: activity, TIMESTAMP: timestamp}
     problems = [f"{bad[c]} rows with a null or unparseable {names[c]!r}"
                 for c in (CASE, ACTIVITY, TIMESTAMP) if bad[c]]
+    if bad[TIMESTAMP] and clock_changes(timezone):
+        problems[-1] += f" (or a wall-clock time that {timezone} skips or shows twice)"
     if problems:
         raise ValueError("; ".join(problems))
     return events

@@ -20,8 +20,9 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.columns import column
 from sparkfield.process.discover import event_frame
-from sparkfield.process.events import parse_timestamp
+from sparkfield.process.events import parse_timestamp, wall_clock_problem
 from sparkfield.process.schema import ACTIVITY, CASE, TIMESTAMP
 
 __all__ = ["TIME_RANGE_MODES", "filter_activities_rework", "filter_case_performance",
@@ -41,11 +42,6 @@ _TS, _ORD, _ACT, _CASE, _HIT = "__sf_ts", "__sf_ord", "__sf_act", "__sf_case", "
 Instant = str | datetime | date
 
 
-def _col(name: str) -> Column:
-    """A column by its exact name (``case:concept:name``), never read as a field path."""
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
 class _Events:
     """A frame of events with its ordering keys as helper columns and the case windows."""
 
@@ -55,12 +51,12 @@ class _Events:
         self.columns = df.columns
         self.frame = df.select(
             "*",
-            parse_timestamp(_col(timestamp), df.schema[timestamp].dataType, timezone, None)
+            parse_timestamp(column(timestamp), df.schema[timestamp].dataType, timezone, None)
             .alias(_TS),
-            (_col(order) if order else F.monotonically_increasing_id()).cast("long")
+            (column(order) if order else F.monotonically_increasing_id()).cast("long")
             .alias(_ORD),
-            _col(activity).cast("string").alias(_ACT),
-            _col(case).alias(_CASE),
+            column(activity).cast("string").alias(_ACT),
+            column(case).alias(_CASE),
         )
         self.ordered: WindowSpec = Window.partitionBy(_CASE).orderBy(_TS, _ORD, _ACT)
         self.whole: WindowSpec = self.ordered.rowsBetween(Window.unboundedPreceding,
@@ -70,7 +66,7 @@ class _Events:
         """The input's rows where ``keep`` is true (a window value is the same for every
         event of a case, so a case-level condition keeps or drops whole cases)."""
         marked = self.frame.withColumn(_HIT, F.coalesce(keep, F.lit(False)))
-        return marked.where(F.col(_HIT)).select(*map(_col, self.columns))
+        return marked.where(F.col(_HIT)).select(*map(column, self.columns))
 
     def cases_with(self, hit: Column, retain: bool) -> DataFrame:
         """Whole cases where some event has ``hit`` (``retain``), or where none has."""
@@ -78,11 +74,12 @@ class _Events:
         any_hit = F.max(F.col(_HIT).cast("int")).over(self.whole) == 1
         flagged = marked.withColumn(_HIT, any_hit)
         keep = F.col(_HIT) if retain else ~F.col(_HIT)
-        return flagged.where(keep).select(*map(_col, self.columns))
+        return flagged.where(keep).select(*map(column, self.columns))
 
     def cases_in(self, cases: DataFrame) -> DataFrame:
         """The events of the cases listed in ``cases`` (one column, ``_CASE``)."""
-        return self.frame.join(cases, on=_CASE, how="left_semi").select(*map(_col, self.columns))
+        kept = self.frame.join(cases, on=_CASE, how="left_semi")
+        return kept.select(*map(column, self.columns))
 
     def case_variants(self) -> DataFrame:
         """_CASE, variant: each case's activities in event order."""
@@ -90,9 +87,10 @@ class _Events:
         return self.frame.groupBy(_CASE).agg(seq.getField(_ACT).alias("variant"))
 
 
-def _instant(value: Instant, timezone: str, name: str) -> Column:
+def _instant(df: DataFrame, value: Instant, timezone: str, name: str) -> Column:
     """A bound as a timestamp column, read as the events' timestamps are read: a naive time
-    or a date is wall-clock time in ``timezone``."""
+    or a date is wall-clock time in ``timezone``, refused when the zone skips it or shows it
+    twice."""
     if isinstance(value, (datetime, date)):
         text = value.isoformat()
     elif isinstance(value, str):
@@ -103,6 +101,9 @@ def _instant(value: Instant, timezone: str, name: str) -> Column:
         datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError(f"{name} is not an ISO date or timestamp: {value!r}") from None
+    problem = wall_clock_problem(df.sparkSession, text, timezone)
+    if problem:
+        raise ValueError(f"{name} {text!r} {problem}")
     return parse_timestamp(F.lit(text), T.StringType(), timezone, None)
 
 
@@ -133,10 +134,12 @@ def filter_time_range(df: DataFrame, start: Instant, end: Instant, mode: str = "
     [start, end]; ``traces_contained`` the cases wholly inside; ``traces_intersecting`` the
     cases that overlap it (first event before ``end`` and last after ``start``, strictly, as in
     pm4py); ``traces_starting_in`` / ``traces_completing_in`` the cases whose first / last
-    event is inside, and their ``_exclude`` forms the other cases."""
+    event is inside, and their ``_exclude`` forms the other cases. A naive bound is read in
+    ``timezone``; one that zone skips or shows twice is a ``ValueError`` (checked with a
+    one-row Spark job)."""
     if mode not in TIME_RANGE_MODES:
         raise ValueError(f"mode must be one of {', '.join(TIME_RANGE_MODES)}; got {mode!r}")
-    lo, hi = _instant(start, timezone, "start"), _instant(end, timezone, "end")
+    lo, hi = _instant(df, start, timezone, "start"), _instant(df, end, timezone, "end")
     ev = _Events(df, case, activity, timestamp, order, timezone)
     ts = F.col(_TS)
     first, last = F.min(ts).over(ev.whole), F.max(ts).over(ev.whole)
@@ -251,7 +254,7 @@ def filter_event_attribute_values(df: DataFrame, attribute: str, values: Iterabl
         raise ValueError(f"values must be a list, got the string {values!r}")
     wanted = list(values)
     ev = _Events(df, case, activity, timestamp, order, timezone)
-    hit = F.coalesce(_col(attribute).isin(wanted), F.lit(False)) if wanted else F.lit(False)
+    hit = F.coalesce(column(attribute).isin(wanted), F.lit(False)) if wanted else F.lit(False)
     if level == "event":
         return ev.rows_where(hit if retain else ~hit)
     return ev.cases_with(hit, retain)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from sparkfield.core.columns import column
 from sparkfield.process.discover import case_durations, event_frame
 from sparkfield.process.events import parse_timestamp
 from sparkfield.process.schema import ACTIVITY, CASE, RESOURCE, ROW_ORDER, TIMESTAMP
@@ -47,11 +48,6 @@ _US_HOUR, _US_DAY = 3_600_000_000, 86_400_000_000
 _IDX, _DELTA = "__sf_period", "__sf_delta"
 
 
-def _col(name: str) -> Column:
-    """A column by its exact name (``org:resource``), never read as a field path."""
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
 def _events(df: DataFrame, case: str, activity: str, timestamp: str, order: str | None,
             timezone: str, resource: str | None = None, checked: bool = False) -> DataFrame:
     """case_id, activity, timestamp, row_order (and resource): the events, checked as the
@@ -61,15 +57,15 @@ def _events(df: DataFrame, case: str, activity: str, timestamp: str, order: str 
     if resource is not None and resource not in df.columns:
         raise ValueError(f"column {resource!r} not found; columns are {df.columns}")
     cols = [
-        _col(case).cast("string").alias(CASE),
-        _col(activity).cast("string").alias(ACTIVITY),
-        parse_timestamp(_col(timestamp), df.schema[timestamp].dataType, timezone, None)
+        column(case).cast("string").alias(CASE),
+        column(activity).cast("string").alias(ACTIVITY),
+        parse_timestamp(column(timestamp), df.schema[timestamp].dataType, timezone, None)
         .alias(TIMESTAMP),
-        (_col(order) if order else F.monotonically_increasing_id()).cast("long")
+        (column(order) if order else F.monotonically_increasing_id()).cast("long")
         .alias(ROW_ORDER),
     ]
     if resource is not None:
-        cols.append(_col(resource).cast("string").alias(RESOURCE))
+        cols.append(column(resource).cast("string").alias(RESOURCE))
     return df.select(*cols)
 
 
@@ -160,8 +156,8 @@ def active_cases_from_cases(cases: DataFrame, freq: str = "day", start: str = "s
     """:func:`active_cases_over_time` from a per-case table with each case's first and last
     event time (``case_durations``' ``start`` and ``end``): no pass over the events."""
     _check_freq(freq)
-    spans = cases.select(_period_index(_col(start), freq, timezone).alias("first"),
-                         _period_index(_col(end), freq, timezone).alias("last"))
+    spans = cases.select(_period_index(column(start), freq, timezone).alias("first"),
+                         _period_index(column(end), freq, timezone).alias("last"))
     deltas = spans.select(F.col("first").alias(_IDX), F.lit(1).alias(_DELTA)).unionByName(
         spans.select((F.col("last") + 1).alias(_IDX), F.lit(-1).alias(_DELTA)))
     per_period = deltas.groupBy(_IDX).agg(F.sum(_DELTA).alias(_DELTA))
@@ -192,7 +188,7 @@ class CaseDurationDistribution:
 def case_duration_summary(cases: DataFrame, duration: str = "duration_s") -> DataFrame:
     """One row: cases, min_s, median_s (exact, halfway between the middle two for an even
     count), mean_s, max_s of a per-case table such as ``case_durations``."""
-    d = _col(duration)
+    d = column(duration)
     return cases.agg(F.count(d).alias("cases"), F.min(d).alias("min_s"),
                      F.percentile(d, 0.5).alias("median_s"), F.avg(d).alias("mean_s"),
                      F.max(d).alias("max_s"))
@@ -205,7 +201,7 @@ def case_duration_histogram(cases: DataFrame, bins: int = 20,
     ``histogram``. When every case lasts as long, all of them fall in the first bin."""
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise ValueError(f"bins must be a whole number >= 1, got {bins!r}")
-    d = _col(duration).cast("double")
+    d = column(duration).cast("double")
     span = cases.agg(F.min(d).alias("lo"), F.max(d).alias("hi"))
     width = (F.col("hi") - F.col("lo")) / F.lit(bins)
     scaled = F.floor((d - F.col("lo")) * F.lit(bins) / (F.col("hi") - F.col("lo")))
@@ -328,13 +324,13 @@ def over_time_figure(events: pd.DataFrame, active: pd.DataFrame, freq: str = "da
     cases per period (``active_cases_over_time``) below."""
     fig = _figure(10, 6)
     top, bottom = fig.subplots(2, 1, sharex=True)
-    for ax, frame, column, color in ((top, events, "events", "#1f77b4"),
-                                     (bottom, active, "cases", "#ff7f0e")):
+    for ax, frame, count, color in ((top, events, "events", "#1f77b4"),
+                                    (bottom, active, "cases", "#ff7f0e")):
         if frame.empty:
             _no_data(ax)
         else:
-            ax.step(frame["period_start"], frame[column], where="post", color=color)
-            ax.fill_between(frame["period_start"], frame[column], step="post", alpha=0.3,
+            ax.step(frame["period_start"], frame[count], where="post", color=color)
+            ax.fill_between(frame["period_start"], frame[count], step="post", alpha=0.3,
                             color=color)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)

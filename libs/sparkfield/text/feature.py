@@ -24,7 +24,8 @@ from pyspark.sql import DataFrame
 from sparkfield.core.errors import InputError
 from sparkfield.core.ml import Persistent, given
 from sparkfield.text.functions import html_to_text, split_sentences, token_vocabulary, tokenize
-from sparkfield.text.stages import job_default, job_param, non_negative, optional_string
+from sparkfield.text.params import SCHEMA
+from sparkfield.text.stages import MIN_DF, VOCAB_SIZE, job_default, job_param, optional_string
 
 
 def _column_param(name: str, doc: str) -> Param:
@@ -214,9 +215,10 @@ class PinnedCountVectorizer(Estimator, HasInputCol, HasOutputCol, Persistent):
     fitted Pipeline transforms, saves and loads as with ``CountVectorizer``); ``binary`` is
     the model's. InputError when no word passes ``minDF``."""
 
-    vocabSize = job_param("vocabSize", "vocab_size", TypeConverters.toInt)
+    vocabSize = Param(Params._dummy(), "vocabSize", SCHEMA.by_key["vocab_size"].help,
+                      typeConverter=VOCAB_SIZE)
     minDF = Param(Params._dummy(), "minDF", "rows a token must occur in (below 1: a fraction "
-                  "of the rows)", typeConverter=non_negative)
+                  "of the rows)", typeConverter=MIN_DF)
     binary = Param(Params._dummy(), "binary", "1.0 for every present token instead of its "
                    "count", typeConverter=TypeConverters.toBoolean)
 

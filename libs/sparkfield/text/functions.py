@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.columns import column, quoted
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import keep_archive_directories
@@ -24,7 +25,7 @@ from sparkfield.text.charset import decode_page, header_charset
 from sparkfield.text.normalise import sentences, tokens
 from sparkfield.text.params import SCHEMA
 from sparkfield.text.parse import check_extract, parse_page
-from sparkfield.text.stages import job_default
+from sparkfield.text.stages import job_default, vocabulary_args
 from sparkfield.text.vectorise import token_stats, top_vocabulary
 
 PARSED = T.StructType([T.StructField(name, T.StringType(), True)
@@ -45,6 +46,13 @@ def _require_text(df: DataFrame, name: str) -> None:
         raise InputError(f"column {name!r} must be a string column, not {kind.simpleString()}")
 
 
+def _require_tokens(df: DataFrame, name: str) -> None:
+    kind = _column_type(df, name)
+    if not (isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType)):
+        raise InputError(f"column {name!r} must hold token arrays (array<string>), "
+                         f"not {kind.simpleString()}")
+
+
 def _require_new(df: DataFrame, names: Sequence[str]) -> None:
     taken = [n for n in names if n in df.columns]
     if taken:
@@ -54,9 +62,9 @@ def _require_new(df: DataFrame, names: Sequence[str]) -> None:
 
 
 def _kept(df: DataFrame, columns: Sequence[str] | None = None) -> list:
-    """``df``'s own references to ``columns`` (all of its columns by default): safe with dots
-    in a name."""
-    return [df[c] for c in (df.columns if columns is None else columns)]
+    """``df``'s own references to ``columns`` (all of its columns by default), by their exact
+    names."""
+    return [df[quoted(c)] for c in (df.columns if columns is None else columns)]
 
 
 # ---- HTML -> text -----------------------------------------------------------------------
@@ -85,10 +93,10 @@ def html_to_text(df: DataFrame, input_col: str = "html", output_col: str = "text
     _require_new(df, [c for c, _ in outputs])
     if charset_col:
         _require_text(df, charset_col)
-    charset = F.col(charset_col) if charset_col else F.lit(None).cast("string")
+    charset = column(charset_col) if charset_col else F.lit(None).cast("string")
     udf = _parse_udf(extract, selector, isinstance(kind, T.BinaryType))
     tmp = _free_name(df, "__parsed")
-    parsed = df.withColumn(tmp, udf(F.col(input_col), charset))
+    parsed = df.withColumn(tmp, udf(column(input_col), charset))
     return parsed.select(*_kept(parsed, df.columns),
                          *[parsed[tmp][f].alias(c) for c, f in outputs])
 
@@ -126,7 +134,7 @@ def split_sentences(df: DataFrame, input_col: str = "text", output_col: str = "s
     instead, the sentence in ``output_col`` and its position (0, 1, ...) in ``index_col``;
     rows without a sentence are dropped."""
     _require_text(df, input_col)
-    split = _sentences_udf()(F.col(input_col))
+    split = _sentences_udf()(column(input_col))
     if not explode:
         _require_new(df, [output_col])
         return df.withColumn(output_col, split)
@@ -159,7 +167,7 @@ def tokenize(df: DataFrame, input_col: str = "text", output_col: str = "tokens",
     ``CountVectorizer`` takes)."""
     _require_text(df, input_col)
     _require_new(df, [output_col])
-    return df.withColumn(output_col, _tokens_udf(stopword_set(stopwords))(F.col(input_col)))
+    return df.withColumn(output_col, _tokens_udf(stopword_set(stopwords))(column(input_col)))
 
 
 def _tokens_udf(stop: frozenset[str]):
@@ -182,7 +190,12 @@ def token_vocabulary(df: DataFrame, input_col: str = "tokens",
     """The vocabulary of the token arrays of ``input_col`` (one row a document) by the job's
     rule: word, count (occurrences), documents (rows containing it), rank; the ``vocab_size``
     most frequent words of at least ``min_df`` documents (below 1: that fraction of the rows,
-    as Spark's ``CountVectorizer`` reads it), ties broken by word."""
+    as Spark's ``CountVectorizer`` reads it), ties broken by word. A null inside an array is no
+    word. The arguments are checked as ``PinnedCountVectorizer`` checks its params (a
+    ConfigError naming the argument). Runs Spark jobs (the count for a fraction, the top
+    words)."""
+    vocab_size, min_df = vocabulary_args(vocab_size, min_df)
+    _require_tokens(df, input_col)
     if min_df < 1:
         min_df = min_df * df.count()
     return top_vocabulary(token_stats(df, input_col), vocab_size, min_df)

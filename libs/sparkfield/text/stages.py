@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from pyspark.ml.param import Param
+from pyspark.ml.param import Param, TypeConverters
 
-from sparkfield.core.ml import schema_param
+from sparkfield.core.errors import ConfigError
+from sparkfield.core.ml import SchemaChecked, schema_param
 from sparkfield.text.params import SCHEMA
 
 
@@ -34,3 +36,23 @@ def non_negative(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise TypeError(f"expected a number >= 0, got {value!r}")
     return float(value)
+
+
+# the vocabulary's checks, shared by PinnedCountVectorizer's params and token_vocabulary
+VOCAB_SIZE = SchemaChecked(SCHEMA, "vocab_size", TypeConverters.toInt)
+MIN_DF = non_negative
+
+
+def checked_arg(name: str, convert: Callable[[Any], Any], value: Any) -> Any:
+    """``value`` through a stage param's type converter; a ConfigError naming the argument
+    ``name`` where the param would refuse it."""
+    try:
+        return convert(value)
+    except TypeError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+
+
+def vocabulary_args(vocab_size: Any, min_df: Any) -> tuple[int, float]:
+    """``vocab_size`` and ``min_df`` checked as the stage checks ``vocabSize`` and ``minDF``."""
+    return (checked_arg("vocab_size", VOCAB_SIZE, vocab_size),
+            checked_arg("min_df", MIN_DF, min_df))

@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.columns import column
 from sparkfield.core.workers import in_worker
 from sparkfield.text.normalise import tokens
 
@@ -57,7 +58,7 @@ def term_counts(df: DataFrame, text_col: str = "text", keep: Sequence[str] = ("d
                 [*cols, pa.array(terms, pa.list_(pa.string())),
                  pa.array(counts, pa.list_(pa.int32()))], names=[*keep, TERMS, COUNTS])
 
-    return df.select(*keep, text_col).mapInArrow(in_worker(count), schema)
+    return df.select(*map(column, [*keep, text_col])).mapInArrow(in_worker(count), schema)
 
 
 def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
@@ -79,12 +80,12 @@ def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
 
 def token_stats(df: DataFrame, tokens_col: str = "tokens") -> DataFrame:
     """word, count (occurrences), documents (rows containing it) of the token arrays of
-    ``tokens_col``, one row a document."""
+    ``tokens_col``, one row a document; a null inside an array is no word."""
     # the row id is taken before the explode: in the same projection Spark would number the
     # exploded rows
     rows = df.select(F.monotonically_increasing_id().alias("_row"),
-                     F.col(tokens_col).alias("_tokens")) \
-        .select("_row", F.explode("_tokens").alias("word"))
+                     column(tokens_col).alias("_tokens")) \
+        .select("_row", F.explode("_tokens").alias("word")).where(F.col("word").isNotNull())
     per_row = rows.groupBy("_row", "word").agg(F.count(F.lit(1)).alias("n"))
     return per_row.groupBy("word").agg(F.sum("n").alias("count"),
                                        F.count(F.lit(1)).alias("documents"))
