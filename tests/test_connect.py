@@ -14,6 +14,9 @@ import sys
 
 import pytest
 
+from sparkfield.core.conf import load_config
+from sparkfield.core.connect import ConnectRetries, connect_retries
+from sparkfield.core.errors import ConfigError
 from tests.conftest import REMOTE, ROOT, job_module
 from tests.connect_server import connect_server
 
@@ -26,6 +29,10 @@ CONNECT_SUITE = [
     "tests/geo/test_best_locations.py",
     "tests/text/test_stages.py",
     "tests/nlp/test_embedding_stage.py",
+    *(f"tests/nlp/test_classification.py::{name}" for name in (
+        "test_single_label_equals_the_hf_pipeline",
+        "test_null_blank_and_long_texts_are_kept_and_counted", "test_save_load_and_a_pipeline")),
+    "tests/nlp/test_token_classification.py::test_null_blank_and_long_texts_are_kept_and_counted",
     # the filters on inline frames (their pm4py comparisons on whole logs run on classic Spark)
     *(f"tests/process/test_filters.py::{name}" for name in (
         "test_equal_timestamps_follow_row_order_or_the_order_column",
@@ -111,3 +118,61 @@ def test_a_job_asked_to_run_over_spark_connect_exits_2_saying_why(job, capsys, m
     monkeypatch.setenv("SPARK_REMOTE", "sc://10.0.0.1:15002")
     assert job_module(job).main([]) == 2
     assert "SPARK_REMOTE=sc://10.0.0.1:15002" in capsys.readouterr().err
+
+
+def test_the_connect_section_bounds_the_retries_well_under_pyspark_s_ten_minutes(repo_root):
+    cfg = load_config("connect", "local", repo_root / "conf")
+    retries = connect_retries(cfg.raw.get("connect"))
+    assert retries == ConnectRetries()  # the conf's values are the documented defaults
+    assert retries.backoffs_ms() == [50, 200, 800, 3200, 10_000, 10_000, 10_000]
+    assert 30 < retries.longest_wait_s() < 60
+    policy = retries.policy()
+    assert (policy.max_retries, policy.initial_backoff, policy.max_backoff,
+            policy.max_server_retry_delay) == (7, 50, 10_000, 10_000)
+    pyspark_default = ConnectRetries(max_retries=15, max_backoff_ms=60_000)
+    assert pyspark_default.longest_wait_s() > 600
+    assert connect_retries({"max_retries": 2}).longest_wait_s() == 0.25
+    with pytest.raises(ConfigError, match="unknown key 'connect.retries'"):
+        connect_retries({"retries": 3})
+    with pytest.raises(ConfigError, match="connect.max_backoff_ms"):
+        connect_retries({"max_backoff_ms": "1m"})
+
+
+# a library session on a live server; after a line on stdin (the server is gone by then) one
+# library call, timed
+DEAD_SERVER_CLIENT = """
+import json, sys, time
+from sparkfield.core.connect import default_parallelism
+from sparkfield.core.session import connect_session
+spark = connect_session(sys.argv[1])
+assert spark.range(3).count() == 3
+print(json.dumps([p.max_retries for p in spark.client.get_retry_policies()]), flush=True)
+sys.stdin.readline()
+t0 = time.monotonic()
+try:
+    default_parallelism(spark)
+    error = None
+except Exception as exc:
+    error = type(exc).__name__ + ": " + str(exc).strip().splitlines()[0][:300]
+print(json.dumps({"seconds": round(time.monotonic() - t0, 1), "error": error}), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_call_after_the_server_died_is_an_error_within_the_bound(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", REMOTE)}
+    with connect_server(tmp_path) as url:
+        client = subprocess.Popen([sys.executable, "-c", DEAD_SERVER_CLIENT, url], cwd=ROOT,
+                                  env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        ready = client.stdout.readline()
+        if not ready:
+            client.kill()
+            pytest.fail(client.communicate(timeout=60)[1][-3000:])
+        assert json.loads(ready) == [ConnectRetries().max_retries]
+    # the server is stopped: pyspark alone would retry for about 10 minutes
+    out, err = client.communicate("\n", timeout=300)
+    result = json.loads(out.strip().splitlines()[-1])
+    print(f"a call on a dead server failed after {result['seconds']} s: {result['error']}")
+    assert result["error"] and "SparkConnect" in result["error"], err[-3000:]
+    assert result["seconds"] < 90, result

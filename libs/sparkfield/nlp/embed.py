@@ -39,6 +39,7 @@ from sparkfield.nlp.encoder import Split
 from sparkfield.nlp.model import check_model_dir
 
 ENGINES = ("torch", "onnx")
+TASKS = ("embedding", "sequence-classification", "token-classification")
 MAX_REPEATED_IDS = 100_000
 EMBEDDING = "embedding"  # the job's embedding column; the stage's default output column
 SPLIT = "__split"  # where a worker's time went, on the first row of each Arrow batch
@@ -64,12 +65,19 @@ class EngineSpec:
     quantize: str = "none"
     onnx_dir: str | None = None
     onnx_file: str | None = None  # the driver's export, made before the folders were shipped
+    task: str = "embedding"  # what the model computes (:data:`TASKS`)
+    precision: str = "fp32"  # fp32, fp16 or bf16 on a GPU (classification heads)
+    function: str = "auto"  # logits -> scores of a sequence classifier
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.quantize != "none" and self.engine != "onnx":
             raise ConfigError("--quantize int8 needs --engine onnx")
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.task != "embedding" and self.engine != "torch":
+            raise ConfigError(f"{self.task} runs on the torch engine only")
 
     @property
     def engine_id(self) -> str:
@@ -87,6 +95,15 @@ class EngineSpec:
             from sparkfield.nlp.encoder import Encoder
 
             device = choose_device(self.device, gpus, torch.cuda.is_available())
+            if self.task != "embedding":
+                from sparkfield.nlp.heads import SequenceClassifier, TokenTagger
+
+                if self.task == "token-classification":
+                    return TokenTagger(folder, device, self.max_tokens, threads=self.threads,
+                                       precision=self.precision)
+                return SequenceClassifier(folder, device, self.max_tokens,
+                                          threads=self.threads, precision=self.precision,
+                                          function=self.function)
             return Encoder(folder, device, self.max_tokens, self.half, self.threads)
         from sparkfield.nlp.onnx_engine import OnnxEncoder
 
@@ -144,42 +161,67 @@ def worker_encoder(spec: EngineSpec):
     return _ENCODERS[spec]
 
 
-def embedding_udf(spec: EngineSpec, batch_size: int = 64,
-                  bucket: bool = True) -> Callable[[Column], Column]:
-    """An Arrow UDF: a string column -> struct<embedding array<float>, truncated boolean,
-    __split> (:data:`ENCODED`); embedding and truncated are null for a null text. Rows keep
-    their order."""
+# what a model UDF does with one Arrow batch: (its input, the worker's model, built on first
+# call, and the batch's Split) -> the result's arrays, in the order of the result struct
+BatchWork = Callable[[pa.Array, Callable[[], object], Split], list[pa.Array]]
 
-    def encode(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
+
+def model_udf(spec: EngineSpec, work: BatchWork,
+              result: T.StructType) -> Callable[[Column], Column]:
+    """An Arrow UDF running ``work`` on each Arrow batch of one column with this worker's
+    model for ``spec`` (:func:`worker_encoder`), its result struct ``result`` (whose last
+    field is :data:`SPLIT`, filled here). Rows keep their order."""
+    names = [f.name for f in result.fields]
+
+    def run(batches: Iterator[pa.Array]) -> Iterator[pa.Array]:
         clock = time.perf_counter
-        encoder, split = None, Split()
+        split = Split()
         batches = iter(batches)
+
+        def model() -> object:
+            t0 = clock()
+            encoder = worker_encoder(spec)
+            split.load += clock() - t0
+            return encoder
+
         while True:
             t0 = clock()
-            texts = next(batches, None)
-            if texts is None:
+            arrays = next(batches, None)
+            if arrays is None:
                 return
-            present = np.flatnonzero(texts.is_valid().to_numpy(zero_copy_only=False))
-            strings = texts.drop_null().to_pylist()
-            t1 = clock()
-            split.arrow_in += t1 - t0
-            vectors, cut = np.zeros((0, 0), np.float32), np.zeros(0, bool)
-            if len(present):
-                if encoder is None:
-                    encoder = worker_encoder(spec)
-                    split.load += clock() - t1
-                vectors, cut = encoder.encode(strings, batch_size, bucket, split)
-            t0 = clock()
-            result = encoded_array(len(texts), present, vectors, cut)
-            split.arrow_out += clock() - t0
-            out, split = with_split(result, split), Split()
+            split.arrow_in += clock() - t0
+            out = with_split(work(arrays, model, split), split, names)
+            split = Split()
             t0 = clock()
             yield out
             # handing the batch back to Spark, counted with the next batch (the last
             # batch's hand-back comes after its split was sent: not counted)
             split.arrow_out += clock() - t0
 
-    return F.arrow_udf(in_worker(encode), ENCODED)
+    return F.arrow_udf(in_worker(run), result)
+
+
+def embedding_udf(spec: EngineSpec, batch_size: int = 64,
+                  bucket: bool = True) -> Callable[[Column], Column]:
+    """An Arrow UDF: a string column -> struct<embedding array<float>, truncated boolean,
+    __split> (:data:`ENCODED`); embedding and truncated are null for a null text. Rows keep
+    their order."""
+
+    def encode(texts: pa.Array, model: Callable[[], object], split: Split) -> list[pa.Array]:
+        clock = time.perf_counter
+        t0 = clock()
+        present = np.flatnonzero(texts.is_valid().to_numpy(zero_copy_only=False))
+        strings = texts.drop_null().to_pylist()
+        split.arrow_in += clock() - t0
+        vectors, cut = np.zeros((0, 0), np.float32), np.zeros(0, bool)
+        if len(present):
+            vectors, cut = model().encode(strings, batch_size, bucket, split)
+        t0 = clock()
+        result = encoded_array(len(texts), present, vectors, cut)
+        split.arrow_out += clock() - t0
+        return result
+
+    return model_udf(spec, encode, ENCODED)
 
 
 _EMBEDDING_ARROW = pa.list_(pa.field("element", pa.float32(), nullable=False))
@@ -202,14 +244,17 @@ def encoded_array(n: int, present: np.ndarray, vectors: np.ndarray,
     return [embedding, pa.array(truncated, mask=missing)]
 
 
-def with_split(arrays: list[pa.Array], split: Split) -> pa.StructArray:
-    """:data:`ENCODED` of ``arrays`` (embedding, truncated), with ``split`` on the first row."""
+def with_split(arrays: list[pa.Array], split: Split,
+               names: list[str] | None = None) -> pa.StructArray:
+    """A struct of ``arrays`` (by default :data:`ENCODED`'s embedding, truncated) and
+    ``split`` on the first row, its fields ``names`` (the last one the split's)."""
     n = len(arrays[0])
     later = np.arange(n) > 0
     times = pa.StructArray.from_arrays(
         [pa.array(np.full(n, v)) for v in split.values()], names=list(Split.parts()),
         mask=pa.array(later))
-    return pa.StructArray.from_arrays([*arrays, times], names=[EMBEDDING, "truncated", SPLIT])
+    return pa.StructArray.from_arrays(
+        [*arrays, times], names=names or [EMBEDDING, "truncated", SPLIT])
 
 
 def split_seconds(rows: DataFrame, column: str = SPLIT) -> dict[str, float]:

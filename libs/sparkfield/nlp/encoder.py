@@ -13,6 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from sparkfield.core.errors import ConfigError
+from sparkfield.nlp.model import ModelError, model_window
+
+PRECISIONS = ("fp32", "fp16", "bf16")
+
 
 @dataclass
 class Split:
@@ -58,6 +63,7 @@ class Tokens:
     ids: list[list[int]]
     type_ids: list[list[int]] | None
     truncated: np.ndarray  # bool [n]
+    encodings: list | None = None  # the tokenizer's encodings (offsets), where asked for
 
     @property
     def lengths(self) -> np.ndarray:
@@ -69,13 +75,15 @@ class BaseEncoder:
     :meth:`pool`."""
 
     folder: Path
-    max_tokens: int
+    max_tokens: int | None
     tokenizer: object
 
     def _load_tokenizer(self) -> None:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
+        if self.max_tokens is None:
+            self.max_tokens = model_window(self.folder, self.tokenizer)
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.wants_type_ids = "token_type_ids" in self.tokenizer.model_input_names
         # the fast tokenizer's own Rust tokenizer, called on whole lists (no Python objects
@@ -86,34 +94,48 @@ class BaseEncoder:
             self._cutters = tuple(_truncating(backend, n)
                                   for n in (self.max_tokens + 1, self.max_tokens))
 
-    def _token_ids(self, texts: list[str], longest: int) -> tuple[list, list | None]:
-        """Token ids (and token type ids, where the model takes them) of ``texts``, truncated
-        to ``longest`` (``max_tokens`` or one more)."""
+    offsets = False  # whether :meth:`tokenize` keeps the encodings (character offsets)
+
+    def _token_ids(self, texts: list[str], longest: int,
+                   pairs: list[str] | None = None) -> tuple[list, list | None, list | None]:
+        """Token ids (and token type ids, where the model takes them) of ``texts`` (with their
+        ``pairs``: second texts), truncated to ``longest`` (``max_tokens`` or one more), and
+        the encodings when :attr:`offsets` asks for them."""
+        inputs = texts if pairs is None else list(zip(texts, pairs, strict=True))
         if self._cutters is not None:
             cutter = self._cutters[0 if longest > self.max_tokens else 1]
-            encode = getattr(cutter, "encode_batch_fast", cutter.encode_batch)  # no offsets
-            encodings = encode(texts)
+            encode = cutter.encode_batch if self.offsets else getattr(
+                cutter, "encode_batch_fast", cutter.encode_batch)  # fast: no offsets
+            encodings = encode(inputs)
             types = [e.type_ids for e in encodings] if self.wants_type_ids else None
-            return [e.ids for e in encodings], types
-        enc = self.tokenizer(texts, truncation=True, max_length=longest,
+            return [e.ids for e in encodings], types, encodings if self.offsets else None
+        if self.offsets:
+            raise ModelError(f"{self.folder}: character offsets need a fast tokenizer "
+                             "(a tokenizer.json)")
+        enc = self.tokenizer(texts, pairs, truncation=True, max_length=longest,
                              return_attention_mask=False,
                              return_token_type_ids=self.wants_type_ids)
-        return enc["input_ids"], enc.get("token_type_ids") if self.wants_type_ids else None
+        types = enc.get("token_type_ids") if self.wants_type_ids else None
+        return enc["input_ids"], types, None
 
-    def tokenize(self, texts: list[str]) -> Tokens:
+    def tokenize(self, texts: list[str], pairs: list[str] | None = None) -> Tokens:
         """One pass at ``max_tokens + 1`` tells which texts are longer than ``max_tokens``;
         only those are tokenised again at ``max_tokens``."""
-        ids, types = self._token_ids(texts, self.max_tokens + 1)
+        ids, types, encodings = self._token_ids(texts, self.max_tokens + 1, pairs)
         truncated = np.fromiter((len(i) > self.max_tokens for i in ids), dtype=bool,
                                 count=len(ids))
         long = np.flatnonzero(truncated).tolist()
         if long:
-            again, again_types = self._token_ids([texts[i] for i in long], self.max_tokens)
+            again, again_types, again_enc = self._token_ids(
+                [texts[i] for i in long], self.max_tokens,
+                None if pairs is None else [pairs[i] for i in long])
             for j, i in enumerate(long):
                 ids[i] = again[j]
                 if types is not None and again_types is not None:
                     types[i] = again_types[j]
-        return Tokens(ids, types, truncated)
+                if encodings is not None and again_enc is not None:
+                    encodings[i] = again_enc[j]
+        return Tokens(ids, types, truncated, encodings)
 
     def pad(self, tokens: Tokens, rows: np.ndarray | list[int]) -> dict[str, np.ndarray]:
         """int64 input_ids, attention_mask (and token_type_ids) of ``rows``, padded to the
@@ -150,14 +172,22 @@ class BaseEncoder:
         ``bucket``: batch the texts in order of token length (less padding); the result is
         put back in input order. ``batch_size`` None: one batch. ``split``: where the time
         went is added to it."""
+        tokens, out = self.infer(texts, None, batch_size, bucket, split)
+        return out.astype(np.float32, copy=False), tokens.truncated
+
+    def infer(self, texts: list[str], pairs: list[str] | None = None,
+              batch_size: int | None = None, bucket: bool = False,
+              split: Split | None = None) -> tuple[Tokens, np.ndarray]:
+        """(the tokens, :meth:`pool`'s rows in the order of ``texts``): what :meth:`encode`
+        returns, for any head. ``pairs``: a second text per text."""
         split = split if split is not None else Split()
         clock = time.perf_counter
         t0 = clock()
-        tokens = self.tokenize(texts)
+        tokens = self.tokenize(texts, pairs)
         n = len(texts)
         split.tokenise += clock() - t0
         if n == 0:
-            return np.zeros((0, 0), dtype=np.float32), tokens.truncated
+            return tokens, np.zeros((0, 0), dtype=np.float32)
         order = np.argsort(tokens.lengths, kind="stable") if bucket else np.arange(n)
         size = batch_size or n
         parts = []
@@ -173,11 +203,17 @@ class BaseEncoder:
             split.model += t2 - t1
             split.pool += t3 - t2
         t0 = clock()
-        emb = np.concatenate(parts).astype(np.float32, copy=False)
-        out = np.empty_like(emb)
-        out[order] = emb
+        out = self.reorder(parts, order)
         split.pool += clock() - t0
-        return out, tokens.truncated
+        return tokens, out
+
+    def reorder(self, parts: list, order: np.ndarray) -> np.ndarray:
+        """:meth:`pool`'s batches as one array in input order (``order[k]``: the input row of
+        the k-th pooled row)."""
+        rows = np.concatenate(parts)
+        out = np.empty_like(rows)
+        out[order] = rows
+        return out
 
 
 @dataclass
@@ -186,24 +222,32 @@ class Encoder(BaseEncoder):
 
     folder: Path
     device: str = "cpu"
-    max_tokens: int = 256
-    half: bool = False
+    max_tokens: int | None = 256  # None: the model's window
+    half: bool = False  # float16 on a GPU (precision fp16)
     threads: int | None = None
     attention: bool = False  # eager attention, needed to read the attention weights
+    precision: str = "fp32"  # fp32, fp16 or bf16; the CPU always runs fp32
+
+    auto_model = "AutoModel"  # the transformers class that loads the model
 
     def __post_init__(self) -> None:
         import torch
-        from transformers import AutoModel
+        import transformers
 
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, "
+                              f"got {self.precision!r}")
         if self.threads:
             torch.set_num_threads(self.threads)
         self.torch = torch
         self._load_tokenizer()
         kwargs = {"attn_implementation": "eager"} if self.attention else {}
-        model = AutoModel.from_pretrained(str(self.folder), local_files_only=True, **kwargs)
+        model = getattr(transformers, self.auto_model).from_pretrained(
+            str(self.folder), local_files_only=True, **kwargs)
         model.eval().to(self.device)
-        if self.half and self.device.startswith("cuda"):
-            model = model.half()
+        precision = "fp16" if self.half else self.precision
+        if precision != "fp32" and self.device.startswith("cuda"):
+            model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
         self.model = model
 
     def forward(self, batch: dict[str, np.ndarray]):

@@ -76,3 +76,20 @@ def fingerprint(folder: Path) -> str:
                 h.update(chunk)
         _FINGERPRINTS[key] = h.hexdigest()[:16]
     return _FINGERPRINTS[key]
+
+
+def model_config(folder: Path) -> dict:
+    """The folder's config.json (a folder :func:`check_model_dir` passed)."""
+    try:
+        return json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{folder}/config.json: unreadable: {exc}") from exc
+
+
+def model_window(folder: Path, tokenizer: object) -> int:
+    """The most tokens the model takes: the smaller of the tokenizer's ``model_max_length``
+    (where it names one) and the config's ``max_position_embeddings``; 512 when neither."""
+    limits = [int(n) for n in (getattr(tokenizer, "model_max_length", None),
+                               model_config(folder).get("max_position_embeddings"))
+              if isinstance(n, int) and 0 < n < 1_000_000]
+    return min(limits, default=512)
