@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import sys
 import zlib
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from sparkfield.text.http_body import BodyError, decode_body
 from sparkfield.text.warc import _file_rows
 
 LOCAL = fs.LocalFileSystem()
@@ -143,12 +145,14 @@ def _deflate(raw: bool):
 
 
 def _brotli(body: bytes) -> bytes:
-    brotli = pytest.importorskip("brotli")
+    import brotli  # the text extra's
+
     return brotli.compress(body)
 
 
 def _zstd(body: bytes) -> bytes:
-    zstandard = pytest.importorskip("zstandard")
+    import zstandard
+
     return zstandard.ZstdCompressor().compress(body)
 
 
@@ -174,6 +178,19 @@ def test_content_codings_are_decoded(tmp_path, coding, pack, gz):
     assert not rejects, rejects
     assert [p["html"] for p in pages] == [PAGE]
     assert _rows(path, framed=False)[0] == pages
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "deflate", "br", "zstd", "gzip, br"])
+def test_an_empty_body_is_empty_whatever_its_coding(coding):
+    assert decode_body(b"", [c.strip() for c in coding.split(",")], 1000) == b""
+
+
+def test_a_decoded_body_labelled_zstd_needs_no_zstd_decoder(monkeypatch):
+    coded = _zstd(PAGE)
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # not installed
+    assert decode_body(PAGE, ["zstd"], 1 << 20) == PAGE
+    with pytest.raises(BodyError, match="zstandard is not installed"):
+        decode_body(coded, ["zstd"], 1 << 20)
 
 
 def test_a_coding_without_a_decoder_is_rejected_as_such(tmp_path):

@@ -71,8 +71,11 @@ def dechunk(raw: bytes) -> bytes:
 
 
 def decode_body(body: bytes, codings: list[str], max_bytes: int) -> bytes:
-    """``body`` with ``codings`` (in the order applied) undone."""
+    """``body`` with ``codings`` (in the order applied) undone. An empty body is empty
+    whatever its coding."""
     for coding in reversed(codings):
+        if not body:
+            break
         decoder = _DECODERS.get(coding)
         if decoder is None:
             raise BodyError("unsupported_encoding", f"no decoder for the coding {coding!r}")
@@ -159,13 +162,13 @@ def _brotli(body: bytes, max_bytes: int, coding: str) -> bytes:
 
 
 def _zstd(body: bytes, max_bytes: int, coding: str) -> bytes:
+    if not body.startswith(b"\x28\xb5\x2f\xfd"):
+        return body  # stored decoded already
     try:
         import zstandard
     except ImportError:
         raise BodyError("unsupported_encoding", "a zstd body, and zstandard is not "
                         "installed") from None
-    if not body.startswith(b"\x28\xb5\x2f\xfd"):
-        return body  # stored decoded already
     out, size, rest = [], 0, body
     try:
         while rest.startswith(b"\x28\xb5\x2f\xfd"):  # frame after frame

@@ -209,6 +209,11 @@ class _Positioned(io.RawIOBase):
     def tell(self) -> int:
         return self.pos
 
+    def close(self) -> None:
+        if not self.closed:
+            self.stream.close()
+        super().close()
+
     def read(self, size: int = -1) -> bytes:
         if self.head:
             n = len(self.head) if size is None or size < 0 else size
@@ -220,7 +225,16 @@ class _Positioned(io.RawIOBase):
 
 
 def _open_at(filesystem: Any, path: str, offset: int) -> _Positioned:
-    """The file streamed from ``offset`` (the bytes before it are read and dropped)."""
+    """The file streamed from ``offset``: a seek where the file system allows one, else the
+    bytes before it are read and dropped."""
+    try:
+        file = filesystem.open_input_file(path)
+    except (NotImplementedError, pa.ArrowNotImplementedError):
+        file = None
+    if file is not None:
+        at = min(offset, file.size())  # past the end: nothing more to read, as when streamed
+        file.seek(max(at, 0))  # before the start (an offset warcio counts back): the start
+        return _Positioned(pa.BufferedInputStream(file, _CHUNK), at)
     stream = filesystem.open_input_stream(path, compression=None, buffer_size=_CHUNK)
     left = offset
     while left > 0:
@@ -243,7 +257,8 @@ def _next_start(filesystem: Any, path: str, after: int) -> _Positioned | None:
         hits = [i for i in (buf.find(m) for m in _MAGICS) if i >= 0]
         if hits:
             i = min(hits)
-            return _Positioned(src.stream, pos + i, buf[i:])
+            src.pos, src.head = pos + i, buf[i:]
+            return src
         keep = min(len(buf), max(len(m) for m in _MAGICS) - 1)
         pos, tail = pos + len(buf) - keep, buf[-keep:]
 
@@ -506,7 +521,8 @@ TARGETED = ("response", "request", "revisit", "resource", "conversion")
 def _missing_header(filesystem: Any, path: str, offset: int) -> str | None:
     """Which mandatory header the record at ``offset`` lacks (warcio fails on such records
     without saying so), or None."""
-    raw = _open_at(filesystem, path, offset).read(1 << 16)
+    with _open_at(filesystem, path, offset) as src:
+        raw = src.read(1 << 16)
     if raw.startswith(b"\x1f\x8b"):
         try:
             raw = zlib.decompressobj(31).decompress(raw, 1 << 16)
@@ -530,15 +546,17 @@ def _cut_short(filesystem: Any, path: str, offset: int, size: int) -> str | None
     """How the file (``size`` bytes) ends inside the record that starts at ``offset``: in its
     gzip member, its headers or its block; None when it does not (or no record starts
     there)."""
-    src = _open_at(filesystem, path, offset)
-    head = src.read(1 << 16)
-    if head[:3] == _MAGICS[0][:len(head)]:
-        return _member_cut(src, head)
-    if head[:7] != _MAGICS[1][:len(head)] or not head:
-        return None
-    end = head.find(b"\r\n\r\n")
-    if end < 0:
-        return "the file ends inside the record's headers" if src.pos >= size else None
+    with _open_at(filesystem, path, offset) as src:
+        head = src.read(1 << 16)
+        if not head:
+            return None
+        if head[:3] == _MAGICS[0][:len(head)]:
+            return _member_cut(src, head)
+        if head[:7] != _MAGICS[1][:len(head)]:
+            return None
+        end = head.find(b"\r\n\r\n")
+        if end < 0:
+            return "the file ends inside the record's headers" if src.pos >= size else None
     length = _CONTENT_LENGTH.search(head, 0, end + 2)
     missing = end + 4 + int(length.group(1)) - (size - offset) if length else 0
     return (f"the file ends {missing} bytes before the end of the record's block "
