@@ -10,6 +10,7 @@ from datetime import datetime
 
 import pytest
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 import sparkfield.process as sp
 from sparkfield.text import (
@@ -182,3 +183,15 @@ def test_text_functions_take_any_column_name(spark):
     got = {k: _rows(v) for k, v in _text_steps(_pages(spark, names), names).items()}
     assert got == plain
     assert plain["pinned_vocabulary"].startswith("['cats', 'chase', ")  # the plain run worked
+
+
+def test_the_embedding_input_split_takes_any_column_name(spark):
+    from sparkfield.nlp.embed import split_texts
+
+    schema = T.StructType([T.StructField("doc.id", T.StringType()),
+                           T.StructField("the `text`", T.StringType())])
+    df = spark.createDataFrame([("a", "one text"), ("b", None), (None, "no id")], schema)
+    good, bad = split_texts(df, "the `text`", "doc.id")
+    assert [tuple(r) for r in good.collect()] == [("a", "one text")]
+    assert sorted((r.reason, r.id) for r in bad.collect()) == [
+        ("null id", None), ("null text", "b")]

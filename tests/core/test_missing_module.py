@@ -5,7 +5,12 @@ import tomllib
 
 import pytest
 
-from sparkfield.core.cli import EXIT_BAD_INPUT, run_job
+from sparkfield.core.cli import (
+    EXIT_BAD_INPUT,
+    executors_run_this_python,
+    missing_extra_error,
+    run_job,
+)
 from sparkfield.core.conf import load_config
 from sparkfield.core.failures import MODULE_PACKAGES, missing_module_error
 
@@ -29,6 +34,24 @@ def test_an_executor_without_a_package_is_one_line_naming_it(spark, repo_root, c
     assert lines == ["error: Python module 'lxml' is not installed (package lxml; the local "
                      "executors run this Python): the process_mining job needs the 'process' "
                      "extra: pip install 'sparkfield[process]'"]
+
+
+def test_executors_of_their_own_environment_get_the_pack_env_advice(spark):
+    with pytest.raises(Exception) as info:
+        _import_in_executor(spark, "lxml")
+    assert executors_run_this_python(spark)  # the test session's: the case above
+    # a cluster's executors: installing here would not help them
+    assert missing_extra_error(info.value, "process_mining", "process") is None
+    assert "make pack-env" in missing_module_error(info.value)
+
+
+def test_a_session_that_cannot_say_where_its_executors_run_hides_no_failure():
+    class Stopped:
+        @property
+        def sparkContext(self):  # noqa: N802 - pyspark's name
+            raise RuntimeError("the session is stopped")
+
+    assert executors_run_this_python(Stopped()) is False
 
 
 def test_a_module_outside_the_table_is_named_too(spark):

@@ -190,6 +190,8 @@ def test_bad_settings_say_what_is_wrong(spark, texts, single, tmp_path):
         TextClassifier(modelPath=str(tagger)).transform(texts)
     with pytest.raises(ModelError, match="model folder not found"):
         TextClassifier(modelPath=str(tmp_path / "nothing")).transform(texts)
+    with pytest.raises(ModelError, match="max tokens 600 is over the 512 positions"):
+        TextClassifier(modelPath=str(single), maxTokens=600).transform(texts)
 
 
 def test_save_load_and_a_pipeline(texts, single, tmp_path):

@@ -269,12 +269,16 @@ def missing_extra_error(exc: BaseException, job: str, area: str | None = None,
 
 def executors_run_this_python(spark: Any) -> bool:
     """True when the session's executors are local and start this very interpreter, so that
-    what is missing here is missing there."""
-    sc = spark.sparkContext
-    if not str(sc.master).startswith("local"):
+    what is missing here is missing there. False when the session cannot say (stopped, say):
+    this runs while a failure is reported, and must not hide it."""
+    try:
+        sc = spark.sparkContext
+        master, python = str(sc.master), str(sc.pythonExec)
+    except Exception:  # noqa: BLE001 - the failure being reported is the one that matters
         return False
-    python = shutil.which(sc.pythonExec) or sc.pythonExec
-    return os.path.abspath(python) == os.path.abspath(sys.executable)
+    if not master.startswith("local"):
+        return False
+    return os.path.abspath(shutil.which(python) or python) == os.path.abspath(sys.executable)
 
 
 def _area(run: Callable[..., Any]) -> str | None:

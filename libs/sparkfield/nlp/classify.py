@@ -46,6 +46,7 @@ from sparkfield.nlp.embed import (
 )
 from sparkfield.nlp.encoder import PRECISIONS, Split
 from sparkfield.nlp.heads import FUNCTIONS, SEQUENCE, TOKEN, read_head
+from sparkfield.nlp.model import check_max_tokens, check_model_dir
 
 LONG_TEXT = ("truncate", "reject")
 TOO_LONG = "too long"
@@ -208,13 +209,14 @@ class _HeadStage(Transformer, HasInputCol, HasOutputCol, Persistent):
         if not folder:
             raise ConfigError(f"{type(self).__name__} needs modelPath (a local model folder)")
         spark = dataset.sparkSession
-        spec = ready(spark, EngineSpec(
+        if not is_connect(spark):  # the folder is the driver's: fail before shipping it
+            here = check_model_dir(folder)
+            read_head(here, self.kind)
+            check_max_tokens(here, self.getMaxTokens())
+        return ready(spark, EngineSpec(
             folder, "torch", self.getDevice(), self.getMaxTokens(),
             threads=worker_threads(spark), task=self.task, precision=self.getPrecision(),
             **extra))
-        if not is_connect(spark):  # the folder is the driver's: fail before any task
-            read_head(spec.folder_here(), self.kind)
-        return spec
 
     def _inputs(self, dataset: DataFrame) -> list[str]:
         return [self.getInputCol()]

@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.columns import column
 from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.ship import ship_dir, shipped_dir
@@ -341,8 +342,8 @@ def split_texts(df: DataFrame, text_col: str, id_col: str) -> tuple[DataFrame, D
 
     Rows whose id is null, blank or on more than one row are not embedded: later steps join
     on the id (neighbour texts, topic words), and an ambiguous id would join wrong texts."""
-    text = F.col(text_col).cast("string")
-    base = df.select(F.col(id_col).cast("string").alias("id"), text.alias("text"))
+    text = column(text_col).cast("string")
+    base = df.select(column(id_col).cast("string").alias("id"), text.alias("text"))
     repeated = repeated_ids(base, id_col)
     if repeated is None:
         base = base.withColumn("__repeated", F.lit(False))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from sparkfield.core.errors import ConfigError
-from sparkfield.nlp.model import ModelError, model_window
+from sparkfield.nlp.model import ModelError, check_max_tokens, model_window
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 
@@ -84,6 +84,7 @@ class BaseEncoder:
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
         if self.max_tokens is None:
             self.max_tokens = model_window(self.folder, self.tokenizer)
+        check_max_tokens(self.folder, self.max_tokens)
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.wants_type_ids = "token_type_ids" in self.tokenizer.model_input_names
         # the fast tokenizer's own Rust tokenizer, called on whole lists (no Python objects

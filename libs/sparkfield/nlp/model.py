@@ -86,6 +86,15 @@ def model_config(folder: Path) -> dict:
         raise ModelError(f"{folder}/config.json: unreadable: {exc}") from exc
 
 
+def check_max_tokens(folder: Path, max_tokens: int | None) -> None:
+    """Refuse ``max_tokens`` over the model's position embeddings (the model would fail on
+    the first long text with an index error), naming the folder."""
+    positions = model_config(folder).get("max_position_embeddings")
+    if max_tokens is not None and isinstance(positions, int) and max_tokens > positions:
+        raise ModelError(f"max tokens {max_tokens} is over the {positions} positions the model "
+                         f"in {folder} takes: give at most {positions}")
+
+
 def model_window(folder: Path, tokenizer: object) -> int:
     """The most tokens the model takes: the smaller of the tokenizer's ``model_max_length``
     (where it names one) and the config's ``max_position_embeddings``; 512 when neither."""
