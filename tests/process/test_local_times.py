@@ -166,3 +166,46 @@ def test_the_views_of_a_frame_refuse_them(spark):
     with pytest.raises(ValueError, match="'at'.*America/New_York"):
         discover_dfg(df, case="case", activity="act", timestamp="at", timezone=NY)
 
+
+
+OCEL_ZONED = """
+timezone: America/New_York
+objects:
+  order:
+    source: orders
+    id: order_id
+    changes: [{source: orders, id: order_id, timestamp: reviewed, attributes: [score]}]
+activities:
+  - {name: Place, source: orders, timestamp: placed, objects: [{type: order, id: order_id}]}
+case_object_type: order
+"""
+
+
+def test_an_object_centric_mapping_rejects_them_with_the_same_reasons(spark):
+    from sparkfield.process import ocel_from_frames
+
+    schema = T.StructType([T.StructField("order_id", T.IntegerType()),
+                           T.StructField("placed", T.StringType()),
+                           T.StructField("reviewed", T.StringType()),
+                           T.StructField("score", T.IntegerType())])
+    orders = spark.createDataFrame([
+        (1, "2024-03-10 02:30:00", "2024-11-03 01:30:00", 5),
+        (2, "2024-11-03 01:10:00", "2024-03-10 02:59:00", 4),
+        (3, "2024-07-01 09:00:00", "2024-07-02 09:00:00", 3)], schema)
+    with ocel_from_frames({"orders": orders}, OCEL_ZONED) as log:
+        rejects = sorted((r.source, r.reason, json.loads(r.record).get("timestamp_raw")
+                          or json.loads(r.record).get("time_raw"))
+                         for r in log.rejects.collect())
+        placed = [r.timestamp for r in log.events.collect()]
+        changed = [r.ocel_time for r in log.changes.collect()]
+    want = sorted(("Place" if col == "placed" else "object type 'order': change #1",
+                   _oracle(t, NY)[0], t)
+                  for col, t in [("placed", "2024-03-10 02:30:00"),
+                                 ("placed", "2024-11-03 01:10:00"),
+                                 ("reviewed", "2024-11-03 01:30:00"),
+                                 ("reviewed", "2024-03-10 02:59:00")])
+    assert rejects == want
+    assert {r[1] for r in rejects} == {"nonexistent local time", "ambiguous local time"}
+    assert len(placed) == 1 and len(changed) == 1  # order 3's, at the instants pandas gives
+    assert placed[0] == _oracle("2024-07-01 09:00:00", NY)[1].to_pydatetime()
+    assert changed[0] == _oracle("2024-07-02 09:00:00", NY)[1].to_pydatetime()

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from sparkfield.core.io import CORRUPT_COL, corrupt_record, rejects_of
-from sparkfield.process.events import REASON, parse_timestamp
+from sparkfield.process.events import LOCAL_PROBLEM, REASON, local_time_problem, parse_timestamp
 from sparkfield.process.ocel.mapping import SOURCE_KEY, OcelActivity, OcelMapping
 from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
 from sparkfield.process.sources import ROW_COL, compile_expr, source_frames
@@ -125,10 +125,14 @@ def _attr_map(df: DataFrame, attrs: dict[str, str], label: str) -> Column:
         lambda k, v: v.isNotNull())
 
 
-def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None) -> Column:
+def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None
+          ) -> tuple[Column, Column]:
+    """The instant of a timestamp expression, and why it has none when the zone skips or
+    repeats its wall-clock time (:func:`~sparkfield.process.events.local_time_problem`)."""
     col = compile_expr(df, text, label, "timestamp")
     dtype = df.select(col.alias("t")).schema["t"].dataType
-    return parse_timestamp(col, dtype, timezone, fmt)
+    return (parse_timestamp(col, dtype, timezone, fmt),
+            local_time_problem(col, dtype, timezone, fmt))
 
 
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
@@ -138,8 +142,10 @@ def _in_range(ts: Column, mapping: OcelMapping) -> Column:
 
 
 def _bad_time(raw: Column, ts: Column, mapping: OcelMapping, reason: Column) -> Column:
-    """``reason`` followed by the timestamp rules: given, parseable, within the bounds."""
+    """``reason`` followed by the timestamp rules: given, a time the zone has, parseable,
+    within the bounds."""
     return (reason.when(_blank(raw), "null timestamp")
+            .when(F.col(LOCAL_PROBLEM).isNotNull(), F.col(LOCAL_PROBLEM))
             .when(ts.isNull(), "unparseable timestamp")
             .when(~_in_range(ts, mapping), "timestamp out of range"))
 
@@ -174,14 +180,15 @@ def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str) -> DataFrame:
     name = F.lit(a.name) if a.name else compile_expr(df, a.activity, a.label, "activity")
     keys = [compile_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id").cast("string")
             for j, o in enumerate(a.objects)]
+    when, problem = _time(df, a.timestamp, a.label, timezone, a.timestamp_format)
     objs = F.array(*[F.struct(
         F.lit(o.type).alias("type"), _id_of(o.type, k).alias("id"),
         F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
         for o, k in zip(a.objects, keys, strict=True)])
     return df.select(
         name.cast("string").alias(ACTIVITY),
-        _time(df, a.timestamp, a.label, timezone, a.timestamp_format).alias(TIMESTAMP),
-        ts.cast("string").alias("timestamp_raw"),
+        when.alias(TIMESTAMP), ts.cast("string").alias("timestamp_raw"),
+        problem.alias(LOCAL_PROBLEM),
         _attr_map(df, a.attributes, a.label).alias(ATTRIBUTES), objs.alias("objs"),
         F.lit(a.index).alias(SRC_ORDER), F.col(ROW_COL).alias(ROW_ORDER),
         corrupt_record(df).alias(CORRUPT_COL))
@@ -216,10 +223,10 @@ def plan_changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
             label = f"{t.label}: change #{j + 1}"
             df = _filtered(frames[c.source], c.where, label)
             key = compile_expr(df, c.id, label, "id").cast("string")
+            when, problem = _time(df, c.timestamp, label, mapping.timezone, c.timestamp_format)
             parts.append(df.select(
                 _id_of(t.name, key).alias(OID), key.alias("key"), F.lit(t.name).alias(OTYPE),
-                _time(df, c.timestamp, label, mapping.timezone, c.timestamp_format)
-                .alias("ocel_time"),
+                when.alias("ocel_time"), problem.alias(LOCAL_PROBLEM),
                 compile_expr(df, c.timestamp, label, "timestamp").cast("string").alias("time_raw"),
                 F.explode(_attr_map(df, c.attributes, label)).alias(
                     "ocel_changed_field", "value"),
