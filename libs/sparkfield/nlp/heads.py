@@ -90,8 +90,21 @@ class Classified:
         return self.scores.argmax(axis=1) if len(self.scores) else np.zeros(0, np.int64)
 
 
+class _Logits(Encoder):
+    """A model whose output is its logits (the classifiers' heads)."""
+
+    def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """Logits float32: [n, labels] of a sequence head, [n, tokens, labels] of a token
+        head."""
+        torch = self.torch
+        inputs = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
+        with torch.inference_mode():
+            logits = self.model(**inputs).logits
+        return logits.float().cpu().numpy()
+
+
 @dataclass
-class SequenceClassifier(Encoder):
+class SequenceClassifier(_Logits):
     """A ``*ForSequenceClassification`` model: texts (or text pairs) -> label scores."""
 
     function: str = "auto"  # auto, softmax, sigmoid or none
@@ -102,14 +115,6 @@ class SequenceClassifier(Encoder):
         self.head = read_head(self.folder, SEQUENCE)
         self.apply = self.head.function(self.function)
         super().__post_init__()
-
-    def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        """Logits float32 [n, labels]."""
-        torch = self.torch
-        inputs = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
-        with torch.inference_mode():
-            logits = self.model(**inputs).logits
-        return logits.float().cpu().numpy()
 
     def pool(self, output: np.ndarray, batch: dict[str, np.ndarray]) -> np.ndarray:
         return apply(self.apply, output)
@@ -135,7 +140,7 @@ class Tagged:
 
 
 @dataclass
-class TokenTagger(Encoder):
+class TokenTagger(_Logits):
     """A ``*ForTokenClassification`` model: texts -> per-token label probabilities."""
 
     auto_model = "AutoModelForTokenClassification"
@@ -144,14 +149,6 @@ class TokenTagger(Encoder):
     def __post_init__(self) -> None:
         self.head = read_head(self.folder, TOKEN)
         super().__post_init__()
-
-    def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        """Logits float32 [n, tokens, labels]."""
-        torch = self.torch
-        inputs = {k: torch.from_numpy(v).to(self.device) for k, v in batch.items()}
-        with torch.inference_mode():
-            logits = self.model(**inputs).logits
-        return logits.float().cpu().numpy()
 
     def pool(self, output: np.ndarray, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Softmax per token, each row cut to its own tokens."""
