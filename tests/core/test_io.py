@@ -26,6 +26,20 @@ def test_atomic_output_replaces_only_on_success(spark, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt", "run_report.json"]
 
 
+def test_outputs_have_no_checksum_files_and_later_writes_of_the_session_do(spark, tmp_path):
+    def crcs(folder):
+        return sorted(p.name for p in folder.rglob("*.crc"))
+
+    with AtomicOutput(spark, str(tmp_path / "out")) as out:
+        out.write_parquet("rows", spark.range(10))
+    assert crcs(tmp_path / "out") == []
+    with pytest.raises(RuntimeError), AtomicOutput(spark, str(tmp_path / "failed")):
+        raise RuntimeError("job failed")
+    spark.range(3).write.parquet(str(tmp_path / "user"))  # a write of the user's own
+    assert crcs(tmp_path / "user") and all(n.startswith(".part-") or n == "._SUCCESS.crc"
+                                           for n in crcs(tmp_path / "user"))
+
+
 def test_csv_rows_that_do_not_parse_are_kept_as_corrupt(spark, tmp_path):
     path = tmp_path / "in.csv"
     path.write_text("a,b\n1,2\n3,4,5\n,\n6\n")

@@ -15,6 +15,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import CountVectorizerModel
 
 from sparkfield.core.errors import InputError, SavedStageError
+from sparkfield.core.io import hadoop_fs
 from sparkfield.core.ml import load_saved
 from sparkfield.text import HtmlToText, PinnedCountVectorizer, SentenceSplitter, WordTokenizer
 
@@ -25,6 +26,14 @@ STAGES = {
     "WordTokenizer": WordTokenizer(stopwords="english"),
     "PinnedCountVectorizer": PinnedCountVectorizer(vocabSize=7, minDF=2.0),
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def checksums(spark, tmp_path_factory) -> None:
+    """Saves write their .crc side files, as a fresh session's do (a job's output writer
+    switches them off while it writes, then on again)."""
+    fs, _ = hadoop_fs(spark, str(tmp_path_factory.getbasetemp()))
+    fs.setWriteChecksum(True)
 
 
 @pytest.fixture(scope="module")

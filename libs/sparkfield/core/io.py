@@ -277,7 +277,8 @@ class AtomicOutput:
         self._old = f"{self.final}.__old-{token}"
         self.files: list[str] = []
         fs, _ = hadoop_fs(spark, self.staging)
-        if fs.getUri().getScheme() == "file":
+        self._local = fs if fs.getUri().getScheme() == "file" else None
+        if self._local is not None:
             fs.setWriteChecksum(False)  # no .crc side files next to the outputs
 
     def path(self, name: str) -> str:
@@ -327,7 +328,20 @@ class AtomicOutput:
             self.write_text(name, ",".join(df.columns) + "\n")
         return f"{self.final}/{name}"
 
+    def _checksums_back(self) -> None:
+        """The session's local file system (one object, shared by every write of the session)
+        writes .crc side files again once the output is done."""
+        if self._local is not None:
+            self._local.setWriteChecksum(True)
+            self._local = None
+
     def commit(self) -> None:
+        try:
+            self._commit()
+        finally:
+            self._checksums_back()
+
+    def _commit(self) -> None:
         fs, final = hadoop_fs(self.spark, self.final)
         _, staging = hadoop_fs(self.spark, self.staging)
         _, old = hadoop_fs(self.spark, self._old)
@@ -347,9 +361,12 @@ class AtomicOutput:
             fs.delete(old, True)
 
     def abort(self) -> None:
-        fs, staging = hadoop_fs(self.spark, self.staging)
-        if fs.exists(staging):
-            fs.delete(staging, True)
+        try:
+            fs, staging = hadoop_fs(self.spark, self.staging)
+            if fs.exists(staging):
+                fs.delete(staging, True)
+        finally:
+            self._checksums_back()
 
     def __enter__(self) -> AtomicOutput:
         return self
