@@ -74,21 +74,25 @@ def test_the_jobs_own_model_fed_back_fits_its_log(spark, tmp_path):
     assert cases["is_fit"].all()
 
 
-def test_a_model_that_labels_none_of_the_activities_gets_a_note(spark, tmp_path):
-    model = tmp_path / "other.pnml"
-    model.write_text(_pnml(NET.replace("check ", "approve").replace("  pay", "ship")))
+def _model_notes(spark, tmp_path, net: str):
+    """The run of the log against the model ``net`` and its notes about the model."""
+    model = tmp_path / "model.pnml"
+    model.write_text(_pnml(net))
     res = _mine(spark, _log(spark, tmp_path), tmp_path / "out", conformance_model=str(model))
-    notes = [n for n in res.report.notes if "conformance model" in n]
+    return res, [n for n in res.report.notes if "conformance model" in n]
+
+
+def test_a_model_that_labels_none_of_the_activities_gets_a_note(spark, tmp_path):
+    res, notes = _model_notes(spark, tmp_path,
+                              NET.replace("check ", "approve").replace("  pay", "ship"))
     assert len(notes) == 1 and "none of the log's 2 activities" in notes[0], res.report.notes
     rep = json.loads((tmp_path / "out" / "run_report.json").read_text())
     assert notes[0] in rep["notes"]
 
 
 def test_labels_that_differ_only_in_spaces_are_named_in_the_note(spark, tmp_path):
-    model = tmp_path / "trimmed.pnml"
-    model.write_text(_pnml(NET.replace("check ", "check").replace("  pay", "pay")))
-    res = _mine(spark, _log(spark, tmp_path), tmp_path / "out", conformance_model=str(model))
-    notes = [n for n in res.report.notes if "conformance model" in n]
+    res, notes = _model_notes(spark, tmp_path,
+                              NET.replace("check ", "check").replace("  pay", "pay"))
     assert len(notes) == 1 and "1 of the log's 2 activities" in notes[0], res.report.notes
     assert "'check '" in notes[0] and "spaces or case" in notes[0]
 
