@@ -12,14 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sparkfield.core.batch import (
-    LockHeld,
-    OutputLock,
-    is_local,
-    local_path,
-    partition_path,
-    recover_output,
-)
+from sparkfield.core.batch import LockHeld, OutputLock, partition_path, recover_output
 from sparkfield.core.conf import Config, load_config
 from sparkfield.core.errors import ConfigError, InputError, UserError
 from sparkfield.core.failures import (
@@ -33,6 +26,7 @@ from sparkfield.core.failures import (
 )
 from sparkfield.core.io import local_output_problem
 from sparkfield.core.params import HelpFormatter, JobSchema, timezone_problem
+from sparkfield.core.paths import is_local, local_path
 from sparkfield.core.report import session_started
 
 EXIT_OK = 0

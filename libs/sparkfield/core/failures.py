@@ -14,10 +14,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sparkfield.core.batch import is_local
 from sparkfield.core.conf import Config
 from sparkfield.core.errors import InputError, UserError
-from sparkfield.core.practices import own_checkpoints_name
+from sparkfield.core.paths import is_local, own_checkpoints_name
 
 MASTER_CONNECT_TIMEOUT_S = 5.0
 

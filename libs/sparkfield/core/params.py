@@ -20,7 +20,9 @@ import dataclasses
 import datetime
 import difflib
 import functools
+import importlib
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -345,6 +347,8 @@ class JobSchema:
                  preflight: Callable[[dict[str, Any], Any], None] | None = None,
                  append_flags: Sequence[AppendFlag] = ()):
         self.job = job
+        # the module that declares the schema: executors import it to rebuild parsed values
+        self.module: str = sys._getframe(1).f_globals.get("__name__", "__main__")
         # checks of the environment before any JVM starts: (validated job section, Config)
         self.preflight = preflight
         self.params: list[Param] = [*common_params(output or f"out/{job}"), *params]
@@ -414,7 +418,8 @@ class JobSchema:
             words = [self.job, *section.split(".")] if section else [self.job]
             name = "".join(w.title().replace("_", "") for w in words) + "Params"
             cls = dataclasses.make_dataclass(name, fields, frozen=True, namespace={
-                "__reduce__": _reduce_params, "_job": self.job, "_section": section})
+                "__reduce__": _reduce_params, "_job": self.job, "_section": section,
+                "_schema_module": self.module})
             cls.__module__ = __name__
             self._types[section] = cls
         return self._types[section]
@@ -530,14 +535,15 @@ _BY_JOB: dict[str, JobSchema] = {}
 
 
 def _reduce_params(obj: Any) -> tuple[Any, tuple[Any, ...]]:
-    # the classes are made at run time: pickle (to executors) by job, section and values
+    # the classes are made at run time: pickle (to executors) by the module declaring the
+    # schema, the job, the section and the values
     values = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-    return _rebuild_params, (obj._job, obj._section, values)
+    return _rebuild_params, (obj._schema_module, obj._job, obj._section, values)
 
 
-def _rebuild_params(job: str, section: str, values: dict[str, Any]) -> Any:
+def _rebuild_params(module: str, job: str, section: str, values: dict[str, Any]) -> Any:
     if job not in _BY_JOB:
-        import sparkfield.schemas  # noqa: F401 (declares every job's schema)
+        importlib.import_module(module)  # declares the job's schema
     return _BY_JOB[job].params_type(section)(**values)
 
 

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.connect import default_parallelism, is_connect, require_classic
+from sparkfield.core.paths import own_checkpoints_name, resolve_path
 from sparkfield.core.report import Stats
 
 
@@ -312,15 +313,6 @@ def partition_keys(spark: SparkSession, partitions: int) -> list[int]:
     return [keys[p] for p in range(partitions)]
 
 
-CHECKPOINTS_SUFFIX = ".checkpoints"
-
-
-def own_checkpoints_name(output_name: str) -> str:
-    """The folder beside an output that holds its runs' checkpoints (hidden from Spark's
-    partition discovery by the leading dot)."""
-    return f".{output_name}{CHECKPOINTS_SUFFIX}"
-
-
 def _is_local_master(master: str) -> bool:
     return master.startswith("local")
 
@@ -337,7 +329,6 @@ def checkpoint_location(spark: SparkSession, configured: str | None,
     master is a ConfigError, raised before any work."""
     import tempfile
 
-    from sparkfield.core.batch import resolve_path
     from sparkfield.core.errors import ConfigError
 
     master = spark.sparkContext.master

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkfield.core.batch import resolve_path
 from sparkfield.core.conf import load_yaml
 from sparkfield.core.io import path_exists, read_text_file
+from sparkfield.core.paths import resolve_path
 from sparkfield.process.log_filters import FilterCall, plan_filters
 from sparkfield.process.mapping_common import (
     MappingError,

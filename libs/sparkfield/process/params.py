@@ -186,7 +186,7 @@ def check_mapping(job: dict[str, Any], cfg: Any) -> None:
     check_filters(job)
     if not job.get("mapping"):
         return
-    from sparkfield.core.batch import resolve_path
+    from sparkfield.core.paths import resolve_path
     from sparkfield.process.mapping import load_mapping
 
     scheme, path = resolve_path(str(job["mapping"]))
