@@ -54,7 +54,7 @@ test-py313: $(PY313_STAMP)
 
 # the library zip that spark-submit ships with --py-files (submit.sh rebuilds it every submit)
 package:
-	PYTHONPATH=libs $(PYTHON) -m sparkfield.core.package build/sparkfield.zip
+	PYTHONPATH=libs $(PYTHON) -m sparkfield.deploy.package build/sparkfield.zip
 
 # third-party packages for the executors, shipped with --archives (see conf/cluster.yaml);
 # `make pack-env EXTRAS=nlp` for the embed job

@@ -87,9 +87,9 @@ command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || {
 # the library as a zip for --py-files (rebuilt every submit: cheap, never stale)
 BUILD="$ROOT/build"; mkdir -p "$BUILD"
 ZIP="$BUILD/sparkfield.zip"
-PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.package "$ZIP" >/dev/null
+PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.package "$ZIP" >/dev/null
 
-mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.submit \
+mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.submit \
   --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"} \
   ${PYENV:+--python-env "$PYENV"} --driver-python "$PY")
 [ "${#SUBMIT_ARGS[@]}" -gt 0 ] || exit 2
@@ -118,14 +118,14 @@ CMD=("$SUBMIT" "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --py-files "$ZIP$US
      "$JOB_FILE" ${PASS[@]+"${PASS[@]}"})
 if [ "$DRY_RUN" = 1 ]; then printf '%s\n' "${CMD[@]}"; exit 0; fi
 
-# the driver JVM's class archive (sparkfield/core/class_archive.py): mapped when there is one,
+# the driver JVM's class archive (sparkfield/deploy/class_archive.py): mapped when there is one,
 # written by the first run otherwise, and kept only when that run succeeds
 CP_GIVEN=()
 for a in "${SUBMIT_ARGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"}; do
   case "$a" in --driver-class-path|spark.driver.extraClassPath=*) CP_GIVEN=(--class-path-given) ;; esac
 done
 JVM_DIR="$BUILD/jvm"
-ARCHIVE_OPTS="$(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.core.class_archive \
+ARCHIVE_OPTS="$(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.class_archive \
   --spark-home "$SPARK_HOME" --dir "$JVM_DIR" --tag "$$" ${CP_GIVEN[@]+"${CP_GIVEN[@]}"})"
 case "$ARCHIVE_OPTS" in
   *ArchiveClassesAtExit*) ;;

@@ -39,10 +39,10 @@ from pyspark.sql import functions as F
 from sparkfield.core.conf import load_config
 from sparkfield.core.practices import place
 from sparkfield.core.session import build_session
-from sparkfield.text.evaluate import score, unpack_benchmark
+from sparkfield.text.bag_of_words.evaluate import score, unpack_benchmark
+from sparkfield.text.bag_of_words.parse import MAIN_OPTIONS, page_text
+from sparkfield.text.bag_of_words.vectorise import term_counts, term_vectors, vocabulary
 from sparkfield.text.job import pages_from_html_dir, parse_documents, parse_partitions
-from sparkfield.text.parse import MAIN_OPTIONS, page_text
-from sparkfield.text.vectorise import term_counts, term_vectors, vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / "corpus"

@@ -29,8 +29,8 @@ from sparkfield.nlp.embed import embed, split_seconds
 from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import check_model_dir
 from sparkfield.nlp.onnx_engine import ensure_onnx
-from sparkfield.text.normalise import sentences
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences
+from sparkfield.text.bag_of_words.parse import page_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / "corpus"

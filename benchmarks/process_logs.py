@@ -52,9 +52,9 @@ def local_session(app: str, cores: int) -> SparkSession:
 def bpic_events(spark: SparkSession) -> DataFrame:
     """bpic2012 as Sparkfield's good events (the standard XES names, every date kept);
     not cached."""
-    from sparkfield.process.events import classify, good_events
-    from sparkfield.process.logs import read_log
-    from sparkfield.process.params import PROCESS_MINING
+    from sparkfield.process.eventlog.events import classify, good_events
+    from sparkfield.process.eventlog.read import read_log
+    from sparkfield.process.jobs.params import PROCESS_MINING
 
     columns = PROCESS_MINING.parse({}).columns
     return good_events(classify(read_log(spark, str(BPIC), columns), "1970-01-01",

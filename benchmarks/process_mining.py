@@ -42,8 +42,8 @@ from process_logs import (
     timed,
 )
 
-from sparkfield.process.views import case_sequences, compute_views
-from sparkfield.process.xes import write_xes_gz
+from sparkfield.process.analysis.views import case_sequences, compute_views
+from sparkfield.process.eventlog.xes import write_xes_gz
 
 
 def ours_views(events):

@@ -34,9 +34,9 @@ from process_logs import (
     timed,
 )
 
-from sparkfield.process.inductive import discover_process_tree
-from sparkfield.process.petri import from_process_tree, write_pnml
-from sparkfield.process.replay import log_fitness, replay_cases
+from sparkfield.process.analysis.inductive import discover_process_tree
+from sparkfield.process.analysis.petri import from_process_tree, write_pnml
+from sparkfield.process.analysis.replay import log_fitness, replay_cases
 
 COUNTS = ("missing", "remaining", "produced", "consumed")
 

@@ -233,8 +233,8 @@ def coffee_input(size: Size, work: Path) -> tuple[list[str], dict]:
 def _wiki_sentences(n: int) -> list[str]:
     import tarfile
 
-    from sparkfield.text.normalise import sentences
-    from sparkfield.text.parse import page_text
+    from sparkfield.text.bag_of_words.normalise import sentences
+    from sparkfield.text.bag_of_words.parse import page_text
 
     out: list[str] = []
     with tarfile.open(DATA / "corpus/wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
@@ -255,7 +255,7 @@ def embed_input(size: Size, work: Path) -> tuple[list[str], dict]:
     target = work / "inputs" / f"sentences_{size.label}.parquet"
     if not target.exists():
         sys.path.insert(0, str(ROOT / "libs"))
-        from sparkfield.text.normalise import sentences
+        from sparkfield.text.bag_of_words.normalise import sentences
 
         texts = _wiki_sentences(n)
         wiki = len(texts)

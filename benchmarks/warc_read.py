@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
-from sparkfield.text.warc import read_warc
+from sparkfield.text.warc.read import read_warc
 
 ROOT = Path(__file__).resolve().parents[1]
 READER = "sparkfield reader, Spark local[2]"

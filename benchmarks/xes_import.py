@@ -52,8 +52,8 @@ def child(reader: str, log: str, cores: int, driver_memory: str) -> dict:
                 "python_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     from sparkfield.core.conf import load_config
     from sparkfield.core.session import build_session
-    from sparkfield.process.xes import read_xes_on_driver
-    from sparkfield.process.xes_split import read_xes
+    from sparkfield.process.eventlog.xes import read_xes_on_driver
+    from sparkfield.process.eventlog.xes_split import read_xes
 
     cfg = load_config("process_mining", "local", ROOT / "conf", {"spark": {
         "master": f"local[{cores}]", "conf": {"spark.driver.memory": driver_memory}}})

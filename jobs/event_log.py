@@ -11,7 +11,7 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.process import ProcessResult, run_event_log
-from sparkfield.process.params import EVENT_LOG
+from sparkfield.process.jobs.params import EVENT_LOG
 
 
 def parser() -> argparse.ArgumentParser:

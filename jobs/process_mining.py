@@ -11,7 +11,7 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.process import ProcessResult, run_process_mining
-from sparkfield.process.params import PROCESS_MINING
+from sparkfield.process.jobs.params import PROCESS_MINING
 
 
 def parser() -> argparse.ArgumentParser:

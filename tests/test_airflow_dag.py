@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sparkfield.core.submit import ENV_PYTHON, submit_spec
+from sparkfield.deploy.submit import ENV_PYTHON, submit_spec
 from tests.conftest import job_parser
 
 ROOT = Path(__file__).resolve().parents[1]

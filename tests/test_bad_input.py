@@ -324,7 +324,7 @@ def test_mistyped_dates_are_kept_reported_and_views_equal_pm4py(spark, tmp_path,
 
 
 def _mapping(tmp_path, fmt: str | None = None, source: dict | None = None):
-    from sparkfield.process.mapping import parse_mapping
+    from sparkfield.process.extraction.mapping import parse_mapping
 
     csv = tmp_path / "orders.csv"
     csv.write_text("order_id,ts\n1,2020-01-01\n")
@@ -336,15 +336,15 @@ def _mapping(tmp_path, fmt: str | None = None, source: dict | None = None):
 
 
 def test_an_invalid_timestamp_format_is_named(spark, tmp_path):
-    from sparkfield.process.extract import extract
-    from sparkfield.process.mapping import MappingError
+    from sparkfield.process.extraction.extract import extract
+    from sparkfield.process.extraction.mapping import MappingError
 
     with pytest.raises(MappingError, match="invalid timestamp_format 'YYYY-ww'"):
         extract(spark, _mapping(tmp_path, "YYYY-ww"))
 
 
 def test_jdbc_without_a_driver_or_a_server_is_named(spark, tmp_path, monkeypatch):
-    from sparkfield.process.extract import extract
+    from sparkfield.process.extraction.extract import extract
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sparkfield.core.params import JobSchema
 from sparkfield.geo.params import SCHEMA as COFFEE_SHOPS
 from sparkfield.nlp.params import SCHEMA as EMBED
-from sparkfield.process.params import EVENT_LOG, PROCESS_MINING
+from sparkfield.process.jobs.params import EVENT_LOG, PROCESS_MINING
 from sparkfield.text.params import SCHEMA as BAG_OF_WORDS
 
 SCHEMAS: dict[str, JobSchema] = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.core.class_archive import fingerprint, options, why_not
+from sparkfield.deploy.class_archive import fingerprint, options, why_not
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-from sparkfield.core.stages import _error_line
+from sparkfield.core.spark_ui import _error_line
 
 PYTHON = ("org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
           '  File "worker.py", line 3386, in main\n    process()\n'

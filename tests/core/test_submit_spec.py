@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.submit import ENV_PYTHON, submit_spec
+from sparkfield.deploy.submit import ENV_PYTHON, submit_spec
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 ENV_URI = "hdfs:///apps/sparkfield/sparkfield-env.tar.gz"

@@ -19,8 +19,8 @@ from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.nlp import TextClassifier, classify_texts, count_outcomes
 from sparkfield.nlp.heads import SequenceClassifier
 from sparkfield.nlp.model import ModelError
-from sparkfield.text.normalise import sentences
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences
+from sparkfield.text.bag_of_words.parse import page_text
 from tests.nlp.tiny_models import NER_LABELS, build
 
 LABELS = ("negative", "neutral", "positive")

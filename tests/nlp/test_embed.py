@@ -20,8 +20,8 @@ from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import ModelError, check_model_dir, default_model_dir
 from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
 from sparkfield.nlp.sparknlp import EngineUnavailable, coordinate, require_spark_nlp
-from sparkfield.text.normalise import sentences
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences
+from sparkfield.text.bag_of_words.parse import page_text
 from tests.conftest import job_module
 
 

@@ -21,12 +21,12 @@ from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.nlp import SentenceEmbeddings
 from sparkfield.nlp.embed import worker_threads
+from sparkfield.nlp.embedding_stage import JOB_KEYS
 from sparkfield.nlp.job import compute, derive, prepare
 from sparkfield.nlp.model import ModelError, check_model_dir
 from sparkfield.nlp.params import SCHEMA
-from sparkfield.nlp.stage import JOB_KEYS
-from sparkfield.text.normalise import sentences
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences
+from sparkfield.text.bag_of_words.parse import page_text
 
 N = 30  # real sentences; two rows more without text
 

@@ -20,8 +20,8 @@ from sparkfield.nlp.embed import SPLIT, EngineSpec, embed, encoded_array, with_s
 from sparkfield.nlp.encoder import Encoder, Split
 from sparkfield.nlp.model import check_model_dir
 from sparkfield.nlp.onnx_engine import OnnxEncoder, _atomic, ensure_onnx, providers
-from sparkfield.text.normalise import sentences
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences
+from sparkfield.text.bag_of_words.parse import page_text
 from tests.conftest import job_module
 
 LONG = ("Natural language processing combines computational linguistics with statistical and "

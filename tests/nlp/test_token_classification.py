@@ -16,8 +16,8 @@ from sparkfield.nlp import TokenClassifier, classify_tokens, count_outcomes
 from sparkfield.nlp.aggregation import STRATEGIES, entities, tokens_of
 from sparkfield.nlp.heads import TokenTagger
 from sparkfield.nlp.model import ModelError
-from sparkfield.text.normalise import sentences
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences
+from sparkfield.text.bag_of_words.parse import page_text
 from tests.nlp.tiny_models import NER_LABELS, build
 
 N = 16

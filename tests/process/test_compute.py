@@ -7,9 +7,9 @@ from datetime import datetime
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.process.events import classify
-from sparkfield.process.job import compute
-from sparkfield.process.params import PROCESS_MINING
+from sparkfield.process.eventlog.events import classify
+from sparkfield.process.jobs.compute import compute
+from sparkfield.process.jobs.params import PROCESS_MINING
 
 RAW = T.StructType([
     T.StructField("case_id", T.StringType(), True),

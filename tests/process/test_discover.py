@@ -84,8 +84,8 @@ def test_missing_values_and_columns_are_named(spark):
 
 
 def test_checked_events_skip_the_null_pass_but_not_the_column_check(spark):
-    from sparkfield.process.discover import event_frame
-    from sparkfield.process.statistics import activity_frequencies
+    from sparkfield.process.analysis.discover import event_frame
+    from sparkfield.process.analysis.statistics import activity_frequencies
 
     df = spark.createDataFrame(
         [("c1", "a", "2021-01-01"), ("c1", "b", "2021-01-02"), ("c2", "a", "2021-01-03"),

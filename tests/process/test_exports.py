@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from sparkfield.core.errors import ConfigError
-from sparkfield.process.params import PROCESS_MINING, export_formats
+from sparkfield.process.jobs.params import PROCESS_MINING, export_formats
 from tests.conftest import ROOT, job_module
 
 CSV = ("case:concept:name,concept:name,time:timestamp\n"

@@ -10,8 +10,8 @@ from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
 from sparkfield.process import run_event_log
-from sparkfield.process.extract import extract
-from sparkfield.process.mapping import MappingError, load_mapping, parse_mapping
+from sparkfield.process.extraction.extract import extract
+from sparkfield.process.extraction.mapping import MappingError, load_mapping, parse_mapping
 
 ORDERS = """order_id,placed,paid,amount
 o1,2020-01-01 10:00:00,2020-01-01 10:05:00,5

@@ -20,8 +20,8 @@ from sparkfield.core import cli
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.process import run_process_mining
-from sparkfield.process.log_filters import plan_filters
-from sparkfield.process.mapping import MappingError, parse_mapping
+from sparkfield.process.analysis.filter_plan import plan_filters
+from sparkfield.process.extraction.mapping import MappingError, parse_mapping
 from tests.conftest import ROOT, job_module
 from tests.process import pm4py_oracle
 from tests.process.test_extract import _mapping

@@ -26,13 +26,13 @@ from sparkfield.process import (
     ocel_from_frames,
     run_event_log,
 )
-from sparkfield.process import job as classic_job
-from sparkfield.process.extract import extract_from
-from sparkfield.process.mapping import load_mapping
-from sparkfield.process.ocel import job as ocel_job
+from sparkfield.process.extraction.extract import extract_from
+from sparkfield.process.extraction.mapping import load_mapping
+from sparkfield.process.extraction.sources import with_row_order, with_views
+from sparkfield.process.jobs import compute as classic_job
+from sparkfield.process.jobs import ocel as ocel_job
+from sparkfield.process.jobs.params import EVENT_LOG
 from sparkfield.process.ocel.build import plan_from
-from sparkfield.process.params import EVENT_LOG
-from sparkfield.process.sources import with_row_order, with_views
 
 INT, S, D = T.IntegerType(), T.StringType(), T.DoubleType()
 TABLES = {

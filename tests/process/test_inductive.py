@@ -1,5 +1,6 @@
-"""IMd (sparkfield.process.inductive) against pm4py's IMd on the same DFG, and the Petri net of
-a tree (sparkfield.process.petri) against pm4py's: PNML both ways, the language through
+"""IMd (sparkfield.process.analysis.inductive) against pm4py's IMd on the same DFG, and the Petri
+net of
+a tree (sparkfield.process.analysis.petri) against pm4py's: PNML both ways, the language through
 alignments, token replay and the SVG drawing.
 
 Trees are compared after :meth:`ProcessTree.normalised` on both sides: the children of ``X``
@@ -18,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.process import petri
-from sparkfield.process.inductive import (
+from sparkfield.process.analysis import petri
+from sparkfield.process.analysis.inductive import (
     Dfg,
     ProcessTree,
     discover_process_tree,
     inductive_miner_dfg,
     simplify,
 )
-from sparkfield.process.process_map import RenderError
+from sparkfield.process.analysis.process_map import RenderError
 
 from . import pm4py_oracle
 

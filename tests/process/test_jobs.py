@@ -8,7 +8,7 @@ import pytest
 
 from sparkfield.core.conf import load_config
 from sparkfield.process import run_event_log, run_process_mining
-from sparkfield.process.xes import XesError
+from sparkfield.process.eventlog.xes import XesError
 
 from . import pm4py_oracle
 

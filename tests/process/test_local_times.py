@@ -18,8 +18,8 @@ from pyspark.sql import types as T
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.process import discover_dfg, event_log_from_frames, run_process_mining
-from sparkfield.process.events import parse_timestamp
-from sparkfield.process.filters import filter_time_range
+from sparkfield.process.analysis.filters import filter_time_range
+from sparkfield.process.eventlog.events import parse_timestamp
 from tests.conftest import ROOT
 
 NY = "America/New_York"
@@ -52,7 +52,7 @@ def _oracle(text: str, zone: str) -> tuple[str | None, pd.Timestamp | None]:
 
 @pytest.mark.parametrize("zone", list(WALL))
 def test_wall_clock_times_become_the_instants_pandas_gives_or_none(spark, zone):
-    from sparkfield.process.events import local_time_problem
+    from sparkfield.process.eventlog.events import local_time_problem
 
     schema = T.StructType([T.StructField("t", T.StringType()),
                            T.StructField("ntz", T.TimestampNTZType())])

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pandas as pd
 
-from sparkfield.process import process_map
+from sparkfield.process.analysis import process_map
 from sparkfield.process.ocel import process_map as ocel_map
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sparkfield.core.params import timezone_problem
-from sparkfield.process.mapping import Mapping, MappingError, load_mapping, parse_mapping
+from sparkfield.process.extraction.mapping import Mapping, MappingError, load_mapping, parse_mapping
 from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 from tests.conftest import job_module
 

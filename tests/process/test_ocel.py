@@ -12,7 +12,7 @@ import pytest
 
 from sparkfield.core.conf import load_config
 from sparkfield.process import run_event_log
-from sparkfield.process.mapping import MappingError, load_mapping
+from sparkfield.process.extraction.mapping import MappingError, load_mapping
 from sparkfield.process.ocel.build import build
 from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 

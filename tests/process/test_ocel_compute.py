@@ -10,12 +10,12 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.process.analysis.views import case_sequences, compute_views
+from sparkfield.process.extraction.sources import with_row_order
+from sparkfield.process.jobs.ocel import compute
 from sparkfield.process.ocel.build import plan_from
-from sparkfield.process.ocel.job import compute
 from sparkfield.process.ocel.mapping import parse_ocel_mapping
 from sparkfield.process.ocel.views import VARIANT_COLUMNS, flatten
-from sparkfield.process.sources import with_row_order
-from sparkfield.process.views import case_sequences, compute_views
 
 MAPPING = """
 sources:

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from sparkfield.core.conf import load_config
-from sparkfield.process import process_map, run_event_log
+from sparkfield.process import run_event_log
+from sparkfield.process.analysis import process_map
 from sparkfield.process.ocel.build import build
 from sparkfield.process.ocel.mapping import parse_ocel_mapping
 from sparkfield.process.ocel.views import flatten
@@ -183,7 +184,7 @@ def test_without_graphviz_an_object_centric_run_keeps_its_outputs(spark, repo_ro
      "object type 'ship:per': an object type name cannot hold ':'"),
 ])
 def test_names_that_would_make_ids_ambiguous_are_refused(tmp_path, change, message):
-    from sparkfield.process.mapping import MappingError
+    from sparkfield.process.extraction.mapping import MappingError
 
     doc = _doc(tmp_path)
     change(doc)

@@ -14,8 +14,9 @@ import yaml
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.process.extraction.sources import with_row_order
+from sparkfield.process.jobs.ocel import compute
 from sparkfield.process.ocel.build import plan_from
-from sparkfield.process.ocel.job import compute
 from sparkfield.process.ocel.mapping import parse_ocel_mapping
 from sparkfield.process.ocel.write import (
     Placement,
@@ -23,7 +24,6 @@ from sparkfield.process.ocel.write import (
     table_names,
     write_sqlite,
 )
-from sparkfield.process.sources import with_row_order
 
 MAPPING = """
 sources:

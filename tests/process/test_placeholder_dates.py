@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.process.xes import read_xes_on_driver
+from sparkfield.process.eventlog.xes import read_xes_on_driver
 from tests.conftest import ROOT, job_module
 
 CSV = ("case:concept:name,concept:name,time:timestamp\n"

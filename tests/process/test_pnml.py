@@ -13,7 +13,8 @@ import pytest
 from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
-from sparkfield.process import petri, run_process_mining
+from sparkfield.process import run_process_mining
+from sparkfield.process.analysis import petri
 from tests.conftest import ROOT, job_module
 
 CASE, ACT, TS = "case:concept:name", "concept:name", "time:timestamp"

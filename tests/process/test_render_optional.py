@@ -3,7 +3,8 @@
 import json
 
 from sparkfield.core.conf import load_config
-from sparkfield.process import process_map, run_process_mining
+from sparkfield.process import run_process_mining
+from sparkfield.process.analysis import process_map
 
 
 def test_without_graphviz_the_map_is_a_note_and_the_outputs_are_kept(spark, repo_root,

@@ -1,4 +1,4 @@
-"""Token-based replay (sparkfield.process.replay) against pm4py's
+"""Token-based replay (sparkfield.process.analysis.replay) against pm4py's
 ``conformance_diagnostics_token_based_replay`` and ``fitness_token_based_replay``: per trace
 on tiny hand-worked nets, per variant on the reference logs against their own and other nets,
 and per case on Spark."""
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sparkfield.process import petri
-from sparkfield.process import replay as replay_module
-from sparkfield.process.inductive import Dfg, discover_process_tree, inductive_miner_dfg
-from sparkfield.process.petri import Arc, PetriNet, Transition
-from sparkfield.process.replay import (
+from sparkfield.process.analysis import petri
+from sparkfield.process.analysis import replay as replay_module
+from sparkfield.process.analysis.inductive import Dfg, discover_process_tree, inductive_miner_dfg
+from sparkfield.process.analysis.petri import Arc, PetriNet, Transition
+from sparkfield.process.analysis.replay import (
     TokenReplayer,
     log_fitness,
     non_fitting_variants,

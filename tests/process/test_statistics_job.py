@@ -84,9 +84,9 @@ def test_implausible_dates_and_too_many_periods_are_left_out_with_a_note(spark, 
 def _job_tables(spark, log, tmp_path):
     """The job's collected views and statistics tables, and the same tables made by the
     DataFrame functions (one pass each over the job's events)."""
-    from sparkfield.process import statistics as st
-    from sparkfield.process.events import EVENT_ORDER, with_event_order
-    from sparkfield.process.schema import RESOURCE
+    from sparkfield.process.analysis import statistics as st
+    from sparkfield.process.eventlog.events import EVENT_ORDER, with_event_order
+    from sparkfield.process.eventlog.schema import RESOURCE
 
     res = _run(spark, log, tmp_path / "out", model=False, conformance=False)
     views = res.extras["views"]

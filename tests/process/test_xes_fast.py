@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from sparkfield.process import xes_fast
-from sparkfield.process.xes import XesError, xes_rows
-from sparkfield.process.xes_fast import trace_rows
+from sparkfield.process.eventlog import xes_fast
+from sparkfield.process.eventlog.xes import XesError, xes_rows
+from sparkfield.process.eventlog.xes_fast import trace_rows
 
 OPEN = b'<?xml version="1.0" encoding="UTF-8"?> <log xes.version="1.0">'
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from sparkfield.core.failures import raises_input_errors
-from sparkfield.process.xes import XesError, read_xes_on_driver
-from sparkfield.process.xes_split import XesRangeError, needs_one_range, read_xes
+from sparkfield.process.eventlog.xes import XesError, read_xes_on_driver
+from sparkfield.process.eventlog.xes_split import XesRangeError, needs_one_range, read_xes
 from tests.conftest import ROOT, job_module
 
 FIXTURES = ROOT / "tests" / "fixtures" / "process"

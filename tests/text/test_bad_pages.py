@@ -23,11 +23,11 @@ import pytest
 from sparkfield.core.conf import load_config
 from sparkfield.core.report import Stats
 from sparkfield.text import run
-from sparkfield.text.charset import decode_html
-from sparkfield.text.fetch import fetch_partition
+from sparkfield.text.crawl.fetch import fetch_partition
+from sparkfield.text.crawl.request import REASONS
 from sparkfield.text.job import pages_from_html_dir
+from sparkfield.text.pages.charset import decode_html
 from sparkfield.text.params import fetch_settings
-from sparkfield.text.request import REASONS
 from tests.conftest import ROOT, job_module
 from tests.text.http_site import QuietHandler
 
@@ -138,7 +138,7 @@ def test_a_malformed_url_is_its_own_outcome_and_the_others_are_fetched(base):
 def test_undeclared_latin1_decodes_as_windows_1252_and_is_a_guess():
     raw = "<html><body><p>crème brûlée</p></body></html>".encode("latin-1")
     assert "crème brûlée" in decode_html(raw)  # not "crčme brűlée" (windows-1250)
-    from sparkfield.text.charset import decode_page
+    from sparkfield.text.pages.charset import decode_page
 
     assert decode_page(raw)[1:] == ("cp1252", "guess")
     assert "Une crème brûlée et un café" in decode_html(DESSERT.encode("cp1252"))
@@ -258,7 +258,7 @@ def test_a_link_loop_in_the_html_dir_reads_each_folder_once(spark, tmp_path):
                        pages.where("error is null").toPandas()["url"])
     assert names == ["a/inner.html", "more/more.html", "page.html"]
     assert n_files == 3
-    from sparkfield.text.listing import list_files
+    from sparkfield.text.pages.listing import list_files
 
     found = list_files(spark, str(src))
     assert (found.links, found.revisits) == (1, 3)  # "more" followed; up, self, b not
@@ -282,7 +282,7 @@ def test_too_many_files_is_one_error_line_and_no_lock_is_left(spark, tmp_path, c
     src.mkdir()
     for i in range(5):
         (src / f"p{i}.html").write_bytes(PAGE)
-    monkeypatch.setattr("sparkfield.text.listing.MAX_FILES", 3)
+    monkeypatch.setattr("sparkfield.text.pages.listing.MAX_FILES", 3)
     out = tmp_path / "out"
     code = _main("--html-dir", str(src), "--output", str(out))
     err = capsys.readouterr().err

@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import InputError
 from sparkfield.text import run
+from sparkfield.text.crawl.request import REASONS
 from sparkfield.text.job import pages_from_html_dir
-from sparkfield.text.request import REASONS
 from tests.conftest import WIKI_PAGES as PAGES
 from tests.text.http_site import QuietHandler
 

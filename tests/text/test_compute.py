@@ -7,8 +7,8 @@ from datetime import datetime
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkfield.text.crawl_state import CrawlState
-from sparkfield.text.fetch import PAGES_SCHEMA
+from sparkfield.text.crawl.fetch import PAGES_SCHEMA
+from sparkfield.text.crawl.state import CrawlState
 from sparkfield.text.job import compute
 from sparkfield.text.params import SCHEMA
 

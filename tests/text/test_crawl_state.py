@@ -17,11 +17,11 @@ from pyspark.sql import types as T
 from sparkfield.core.conf import load_config
 from sparkfield.core.practices import cached_storage_bytes
 from sparkfield.text import run
-from sparkfield.text.crawl_state import update_word_stats, word_stats
-from sparkfield.text.fetch import fetch_partition
+from sparkfield.text.bag_of_words.vectorise import top_vocabulary, vocabulary
+from sparkfield.text.crawl.fetch import fetch_partition
+from sparkfield.text.crawl.revalidate import conditional_headers, crawl_delay
+from sparkfield.text.crawl.state import update_word_stats, word_stats
 from sparkfield.text.params import fetch_settings
-from sparkfield.text.revalidate import conditional_headers, crawl_delay
-from sparkfield.text.vectorise import top_vocabulary, vocabulary
 from tests.conftest import WIKI_PAGES
 from tests.text.http_site import QuietHandler
 

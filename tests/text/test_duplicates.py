@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.text import run
-from sparkfield.text.duplicates import (
+from sparkfield.text.bag_of_words.duplicates import (
     _copies_and_near_pairs,
     _hash_functions,
     band_keys,

@@ -11,8 +11,8 @@ import pytest
 
 from sparkfield.core.conf import load_config
 from sparkfield.text import run
-from sparkfield.text.evaluate import score, unpack_benchmark
-from sparkfield.text.parse import MAIN_OPTIONS
+from sparkfield.text.bag_of_words.evaluate import score, unpack_benchmark
+from sparkfield.text.bag_of_words.parse import MAIN_OPTIONS
 
 
 @pytest.mark.slow

@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sparkfield.text.charset import decode_html
-from sparkfield.text.fetch import fetch_partition, server_of
+from sparkfield.text.crawl.fetch import fetch_partition, server_of
+from sparkfield.text.crawl.request import REASONS
 from sparkfield.text.job import url_host
+from sparkfield.text.pages.charset import decode_html
 from sparkfield.text.params import fetch_settings
-from sparkfield.text.request import REASONS
 
 CAFE = "<html><head>{decl}<title>Café</title></head><body><p>Crème brûlée à Noël – “quoted”</p>"
 

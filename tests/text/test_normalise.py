@@ -1,8 +1,8 @@
 import re
 
 from sparkfield.core.stopwords import english_stopwords
-from sparkfield.text.normalise import sentences, tokens
-from sparkfield.text.parse import page_text
+from sparkfield.text.bag_of_words.normalise import sentences, tokens
+from sparkfield.text.bag_of_words.parse import page_text
 
 
 def test_token_rule_is_lowercase_then_python_word_runs():

@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 
 from sparkfield.core.errors import ConfigError
+from sparkfield.text.bag_of_words.parse import EXTRACT_MODES
+from sparkfield.text.bag_of_words.vectorise import VECTOR_MODES
 from sparkfield.text.params import (
     SCHEMA,
     FetchSettings,
@@ -14,8 +16,6 @@ from sparkfield.text.params import (
     duplicate_settings,
     fetch_settings,
 )
-from sparkfield.text.parse import EXTRACT_MODES
-from sparkfield.text.vectorise import VECTOR_MODES
 
 
 def test_sections_take_their_defaults_and_checks_from_the_schema():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkfield.text.normalise import tokens
-from sparkfield.text.parse import check_extract, element_text, page_text, parse_page
+from sparkfield.text.bag_of_words.normalise import tokens
+from sparkfield.text.bag_of_words.parse import check_extract, element_text, page_text, parse_page
 
 BODY = ("<p><span class=\"dropcap\">M</span>uch of the early work on the goddess "
         "Arte<a href=\"/wiki/Artemis\">mis</a> was done by <b>phil</b><i>ologists</i> who read "

@@ -25,8 +25,8 @@ from sparkfield.text import (
     token_vocabulary,
     tokenize,
 )
+from sparkfield.text.bag_of_words.normalise import sentences, tokens
 from sparkfield.text.job import parse_documents, sentence_rows
-from sparkfield.text.normalise import sentences, tokens
 from sparkfield.text.params import SCHEMA
 
 PAGES = [

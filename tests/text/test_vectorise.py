@@ -10,8 +10,13 @@ from pyspark.ml.linalg import SparseVector
 from pyspark.sql import types as T
 from sklearn.feature_extraction.text import TfidfTransformer
 
-from sparkfield.text.normalise import tokens
-from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, vocabulary
+from sparkfield.text.bag_of_words.normalise import tokens
+from sparkfield.text.bag_of_words.vectorise import (
+    term_counts,
+    term_vectors,
+    token_vectors,
+    vocabulary,
+)
 
 SCHEMA = T.StructType([T.StructField("doc_id", T.StringType(), False),
                        T.StructField("text", T.StringType(), True)])

@@ -20,10 +20,10 @@ from warcio.recordloader import ArcWarcRecordLoader
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from warcio.warcwriter import WARCWriter
 
-from sparkfield.text import warc_frames
-from sparkfield.text.charset import decode_page
-from sparkfield.text.warc import RECORDS_SCHEMA, _batch, _decoded, _file_rows, _text_column
-from sparkfield.text.warc_frames import frames, plain_headers
+from sparkfield.text.pages.charset import decode_page
+from sparkfield.text.warc import records as warc_frames
+from sparkfield.text.warc.read import RECORDS_SCHEMA, _batch, _decoded, _file_rows, _text_column
+from sparkfield.text.warc.records import frames, plain_headers
 from tests.conftest import WIKI_PAGES
 from tests.text.test_warc import _torture_files
 

@@ -21,7 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import InputError
 from sparkfield.text import run
-from sparkfield.text.warc_out import NOT_MODIFIED_PROFILE, _Part, warc_target
+from sparkfield.text.warc.write import NOT_MODIFIED_PROFILE, _Part, warc_target
 from tests.conftest import WIKI_PAGES
 from tests.text.http_site import QuietHandler
 

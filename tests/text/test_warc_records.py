@@ -19,8 +19,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from sparkfield.text.http_body import BodyError, decode_body
-from sparkfield.text.warc import _file_rows
+from sparkfield.text.warc.http_body import BodyError, decode_body
+from sparkfield.text.warc.read import _file_rows
 
 LOCAL = fs.LocalFileSystem()
 DATE = "2024-05-01T12:00:00Z"

@@ -1,7 +1,7 @@
 """Sparkfield's nightly batch as an Airflow DAG (Airflow 3, apache-airflow-providers-apache-spark).
 
 Every job is a ``SparkSubmitOperator`` built from the same conf profile ``submit.sh`` uses
-(``sparkfield.core.submit.submit_spec``): the same Spark settings, conf files, library zip and,
+(``sparkfield.deploy.submit.submit_spec``): the same Spark settings, conf files, library zip and,
 when ``SPARKFIELD_PYTHON_ENV`` names one, the same packed virtual environment. Each run writes
 the ``run_date={{ ds }}`` partition of its outputs, so a re-run or a backfill of a date replaces
 exactly that date.
@@ -34,7 +34,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG
 
-from sparkfield.core.submit import submit_spec
+from sparkfield.deploy.submit import submit_spec
 
 PROJECT = Path(os.environ.get("SPARKFIELD_HOME", "/opt/sparkfield"))
 PROFILE = os.environ.get("SPARKFIELD_PROFILE", "cluster")
@@ -76,7 +76,7 @@ with DAG(
 ) as dag:
     package = BashOperator(
         task_id="package",
-        bash_command=f"python -m sparkfield.core.package {LIBRARY_ZIP}",
+        bash_command=f"python -m sparkfield.deploy.package {LIBRARY_ZIP}",
         env={"PYTHONPATH": str(PROJECT / "libs")},  # the checked-out code the jobs run
         append_env=True,
         doc_md="The library zip shipped with --py-files, rebuilt from the deployed code.",

@@ -8,8 +8,13 @@ it. :func:`column` is the one way the library refers to a column a user names.
 
 from __future__ import annotations
 
-from pyspark.sql import Column
+from collections.abc import Callable, Iterable
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.errors import ColumnError
 
 
 def quoted(name: str) -> str:
@@ -22,3 +27,30 @@ def column(name: str) -> Column:
     """The column named exactly ``name`` (``case:concept:name``, ``page.html``), never
     read as a field path."""
     return F.col(quoted(name))
+
+
+def require_columns(df: DataFrame, names: Iterable[str | None], what: str = "") -> None:
+    """:class:`ColumnError` naming the first of ``names`` (None: not asked for) that ``df``
+    lacks, and the columns it has. ``what`` says whose column it is (``"stations"``)."""
+    for name in names:
+        if name is not None and name not in df.columns:
+            where = f"{what}: " if what else ""
+            raise ColumnError(f"{where}no column {name!r} (columns: {', '.join(df.columns)})")
+
+
+def column_type(df: DataFrame, name: str, what: str = "") -> T.DataType:
+    """The type of the column named exactly ``name``; :class:`ColumnError` when missing."""
+    require_columns(df, [name], what)
+    return next(f.dataType for f in df.schema.fields if f.name == name)
+
+
+def require_type(df: DataFrame, name: str, allowed: Callable[[T.DataType], bool],
+                 expected: str, what: str = "") -> T.DataType:
+    """The column's type when ``allowed`` accepts it; else :class:`ColumnError` naming the
+    column, the ``expected`` type and the type it has."""
+    kind = column_type(df, name, what)
+    if not allowed(kind):
+        where = f"{what}: " if what else ""
+        raise ColumnError(f"{where}column {name!r} must be {expected}, not "
+                          f"{kind.simpleString()}")
+    return kind

@@ -21,6 +21,11 @@ class InputError(UserError, ValueError):
     """An input is missing or unusable as a whole (not a bad row: those become rejects)."""
 
 
+class ColumnError(InputError):
+    """A column a function or stage was told to read is missing or of the wrong type; the
+    message names the column and what the frame holds instead."""
+
+
 class DeviceError(UserError, RuntimeError):
     """The requested accelerator (or the engine's support for it) is not there."""
 

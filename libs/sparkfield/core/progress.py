@@ -21,7 +21,7 @@ from typing import IO, Any
 from pyspark.sql import SparkSession
 
 from sparkfield.core.report import current_step
-from sparkfield.core.stages import active_stage_inputs
+from sparkfield.core.spark_ui import active_stage_inputs
 
 log = logging.getLogger("sparkfield")
 

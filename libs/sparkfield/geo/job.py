@@ -17,7 +17,7 @@ from sparkfield.core.errors import InputError
 from sparkfield.core.io import AtomicOutput, optional_output, rejects_from_rows
 from sparkfield.core.practices import cached
 from sparkfield.core.report import RunReport, Stats
-from sparkfield.core.stages import publish
+from sparkfield.core.spark_ui import publish
 from sparkfield.geo import maps
 from sparkfield.geo.inputs import (
     CrimeInput,

@@ -15,7 +15,7 @@ from typing import Any
 _EXPORTS = {
     "EmbedResult": "sparkfield.nlp.job",
     "run": "sparkfield.nlp.job",
-    "SentenceEmbeddings": "sparkfield.nlp.stage",
+    "SentenceEmbeddings": "sparkfield.nlp.embedding_stage",
     "TextClassifier": "sparkfield.nlp.classify",
     "TokenClassifier": "sparkfield.nlp.classify",
     "classify_texts": "sparkfield.nlp.classify",

@@ -5,7 +5,8 @@
 They run the sentence embeddings' engine (:func:`~sparkfield.nlp.embed.model_udf`: the model
 loaded once per Python worker, the GPU Spark gave the task, length bucketing, batches) with a
 classification head (:mod:`sparkfield.nlp.heads`), and save and load themselves as
-:class:`~sparkfield.nlp.stage.SentenceEmbeddings` does, through the DataFrame API, so they work
+:class:`~sparkfield.nlp.embedding_stage.SentenceEmbeddings` does, through the DataFrame API, so
+they work
 over Spark Connect too.
 
 Every input row is kept. A null or blank text (or text pair) gets a null result and a reason

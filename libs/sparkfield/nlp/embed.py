@@ -11,7 +11,8 @@ pooling); :func:`embed_texts` keeps it on request and :func:`split_seconds` sums
 output of the rows, not an accumulator: it works over Spark Connect, and a retried task is not
 counted twice in a cached result.
 
-One implementation serves the Spark ML stage (:class:`~sparkfield.nlp.stage.SentenceEmbeddings`)
+One implementation serves the Spark ML stage
+(:class:`~sparkfield.nlp.embedding_stage.SentenceEmbeddings`)
 and the embed job (:func:`embed_texts`; the job also keeps rows without an id of its own, null,
 blank or repeated, with a null embedding and a reason). It uses the DataFrame API only, so it
 runs over Spark Connect too; :func:`ready` is where classic Spark and Connect differ."""

@@ -29,7 +29,7 @@ from sparkfield.core.failures import raises_input_errors
 from sparkfield.core.io import AtomicOutput, optional_output, require_path
 from sparkfield.core.practices import cached, cached_rows, sample
 from sparkfield.core.report import RunReport, Stats
-from sparkfield.core.stages import publish
+from sparkfield.core.spark_ui import publish
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import in_worker
 from sparkfield.nlp.attention import attention_grid_png

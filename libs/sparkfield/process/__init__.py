@@ -2,17 +2,18 @@
 views a process miner expects (directly-follows graph, variants, cases, process map).
 
 The views also work on any DataFrame: ``discover_dfg(df, case=..., activity=...,
-timestamp=...)`` and friends (:mod:`sparkfield.process.discover`), and so do pm4py's log
-filters (``filter_variants_top_k(df, 5, case=...)``, :mod:`sparkfield.process.filters`), the
+timestamp=...)`` and friends (:mod:`sparkfield.process.analysis.discover`), and so do pm4py's log
+filters (``filter_variants_top_k(df, 5, case=...)``, :mod:`sparkfield.process.analysis.filters`),
+the
 statistics of a process-mining tool's statistics tab (``activity_frequencies``,
 ``handover_of_work``, ``events_over_time`` and their figures,
-:mod:`sparkfield.process.statistics`) and the extraction: ``event_log_from_frames`` and
+:mod:`sparkfield.process.analysis.statistics`) and the extraction: ``event_log_from_frames`` and
 ``ocel_from_frames`` build a log from source tables held as DataFrames and a mapping
-(:mod:`sparkfield.process.frames`). A process model: ``discover_process_tree`` (the Inductive
+(:mod:`sparkfield.process.jobs.frames`). A process model: ``discover_process_tree`` (the Inductive
 Miner, directly-follows variant, on the DFG Spark computes), ``from_process_tree`` (its Petri
 net), ``write_pnml`` / ``read_pnml``."""
 
-from sparkfield.process.discover import (
+from sparkfield.process.analysis.discover import (
     activities,
     all_views,
     case_durations,
@@ -22,7 +23,7 @@ from sparkfield.process.discover import (
     start_activities,
     variants,
 )
-from sparkfield.process.filters import (
+from sparkfield.process.analysis.filters import (
     filter_activities_rework,
     filter_case_performance,
     filter_case_size,
@@ -35,13 +36,13 @@ from sparkfield.process.filters import (
     filter_variants_by_coverage_percentage,
     filter_variants_top_k,
 )
-from sparkfield.process.frames import EventLog, OcelLog, event_log_from_frames, ocel_from_frames
-from sparkfield.process.inductive import ProcessTree, discover_process_tree, inductive_miner_dfg
-from sparkfield.process.job import run_event_log, run_process_mining
-from sparkfield.process.mapping_common import MappingError
-from sparkfield.process.petri import PetriNet, from_process_tree, read_pnml, write_pnml
-from sparkfield.process.result import ProcessResult
-from sparkfield.process.statistics import (
+from sparkfield.process.analysis.inductive import (
+    ProcessTree,
+    discover_process_tree,
+    inductive_miner_dfg,
+)
+from sparkfield.process.analysis.petri import PetriNet, from_process_tree, read_pnml, write_pnml
+from sparkfield.process.analysis.statistics import (
     CaseDurationDistribution,
     active_cases_from_cases,
     active_cases_over_time,
@@ -59,6 +60,16 @@ from sparkfield.process.statistics import (
     resource_frequencies,
     resources_figure,
 )
+from sparkfield.process.extraction.mapping_common import MappingError
+from sparkfield.process.jobs.event_log import run as run_event_log
+from sparkfield.process.jobs.frames import (
+    EventLog,
+    OcelLog,
+    event_log_from_frames,
+    ocel_from_frames,
+)
+from sparkfield.process.jobs.process_mining import run as run_process_mining
+from sparkfield.process.jobs.result import ProcessResult
 
 __all__ = ["CaseDurationDistribution", "EventLog", "MappingError", "OcelLog", "PetriNet",
            "ProcessResult", "ProcessTree", "active_cases_from_cases", "active_cases_over_time",

@@ -4,13 +4,18 @@ token rule and Spark ML vectors; as the bag_of_words job (:func:`run`), as Spark
 :class:`PinnedCountVectorizer`) and as DataFrame functions (:func:`html_to_text`,
 :func:`split_sentences`, :func:`tokenize`, :func:`token_vocabulary`)."""
 
-from sparkfield.text.feature import (
+from sparkfield.text.bag_of_words.functions import (
+    html_to_text,
+    split_sentences,
+    token_vocabulary,
+    tokenize,
+)
+from sparkfield.text.bag_of_words.stages import (
     HtmlToText,
     PinnedCountVectorizer,
     SentenceSplitter,
     WordTokenizer,
 )
-from sparkfield.text.functions import html_to_text, split_sentences, token_vocabulary, tokenize
 from sparkfield.text.job import BagOfWordsResult, run
 
 __all__ = ["BagOfWordsResult", "HtmlToText", "PinnedCountVectorizer", "SentenceSplitter",

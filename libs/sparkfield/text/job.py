@@ -33,10 +33,24 @@ from sparkfield.core.practices import (
     skew_stats,
 )
 from sparkfield.core.report import RunReport, Stats
-from sparkfield.core.stages import publish
+from sparkfield.core.spark_ui import publish
 from sparkfield.core.workers import in_worker
-from sparkfield.text.charset import REPLACEMENT
-from sparkfield.text.crawl_state import (
+from sparkfield.text.bag_of_words.duplicates import find_duplicates, signatures
+from sparkfield.text.bag_of_words.functions import (
+    html_to_text,
+    split_sentences,
+    stopword_set,
+    tokenize,
+)
+from sparkfield.text.bag_of_words.parse import DOC_SCHEMA, SENT_SCHEMA
+from sparkfield.text.bag_of_words.vectorise import (
+    term_counts,
+    term_vectors,
+    token_vectors,
+    top_vocabulary,
+)
+from sparkfield.text.crawl.fetch import conform_pages, fetch_batches, fetch_schema
+from sparkfield.text.crawl.state import (
     HASH,
     CrawlState,
     check_parquet,
@@ -44,14 +58,10 @@ from sparkfield.text.crawl_state import (
     unreadable,
     warn,
 )
-from sparkfield.text.duplicates import find_duplicates, signatures
-from sparkfield.text.fetch import conform_pages, fetch_batches, fetch_schema
-from sparkfield.text.functions import html_to_text, split_sentences, stopword_set, tokenize
+from sparkfield.text.pages.charset import REPLACEMENT
+from sparkfield.text.pages.saved import pages_from_html_dir, parse_partitions
 from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
-from sparkfield.text.parse import DOC_SCHEMA, SENT_SCHEMA
-from sparkfield.text.saved_pages import pages_from_html_dir, parse_partitions
-from sparkfield.text.vectorise import term_counts, term_vectors, token_vectors, top_vocabulary
-from sparkfield.text.warc import (
+from sparkfield.text.warc.read import (
     TEXT_TYPE,
     list_warc_files,
     read_warc,
@@ -59,7 +69,7 @@ from sparkfield.text.warc import (
     warc_pages,
     warc_rejects,
 )
-from sparkfield.text.warc_out import CAPTURE_COLS, warc_target, with_capture, write_warc
+from sparkfield.text.warc.write import CAPTURE_COLS, warc_target, with_capture, write_warc
 
 log = logging.getLogger("sparkfield.text")
 __all__ = ["BagOfWordsParams", "BagOfWordsResult", "compute", "conform_pages", "load",

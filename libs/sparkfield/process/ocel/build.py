@@ -33,10 +33,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from sparkfield.core.io import CORRUPT_COL, corrupt_record, rejects_of
-from sparkfield.process.events import LOCAL_PROBLEM, REASON, local_time_problem, parse_timestamp
+from sparkfield.process.eventlog.events import (
+    LOCAL_PROBLEM,
+    REASON,
+    local_time_problem,
+    parse_timestamp,
+)
+from sparkfield.process.eventlog.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
+from sparkfield.process.extraction.sources import ROW_COL, compile_expr, source_frames
 from sparkfield.process.ocel.mapping import SOURCE_KEY, OcelActivity, OcelMapping
-from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
-from sparkfield.process.sources import ROW_COL, compile_expr, source_frames
 
 EID, OID, OTYPE, QUAL = "ocel_id", "ocel_id", "ocel_type", "ocel_qualifier"
 E2O_EVENT, E2O_OBJECT = "ocel_event_id", "ocel_object_id"
@@ -128,7 +133,7 @@ def _attr_map(df: DataFrame, attrs: dict[str, str], label: str) -> Column:
 def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None
           ) -> tuple[Column, Column]:
     """The instant of a timestamp expression, and why it has none when the zone skips or
-    repeats its wall-clock time (:func:`~sparkfield.process.events.local_time_problem`)."""
+    repeats its wall-clock time (:func:`~sparkfield.process.eventlog.events.local_time_problem`)."""
     col = compile_expr(df, text, label, "timestamp")
     dtype = df.select(col.alias("t")).schema["t"].dataType
     return (parse_timestamp(col, dtype, timezone, fmt),
@@ -259,7 +264,7 @@ def plan(spark: SparkSession, mapping: OcelMapping) -> OcelPlan:
 
 def plan_from(frames: dict[str, DataFrame], mapping: OcelMapping) -> OcelPlan:
     """:func:`plan` on given frames: every source and view of ``mapping`` by name, each with
-    its row order (:func:`~sparkfield.process.sources.with_row_order`)."""
+    its row order (:func:`~sparkfield.process.extraction.sources.with_row_order`)."""
     return OcelPlan(mapping=mapping, objects=plan_objects(frames, mapping),
                     events=plan_events(frames, mapping), changes=plan_changes(frames, mapping),
                     o2o=plan_o2o(frames, mapping), shared=_shared(frames, mapping))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkfield.process.mapping_common import (
+from sparkfield.process.extraction.mapping_common import (
     MappingError,
     Source,
     Tables,
@@ -144,7 +144,7 @@ class OcelMapping:
 def parse_ocel_mapping(doc: Any, base: Path | str | None = None, origin: str = "<inline>",
                        frames: Collection[str] | None = None) -> OcelMapping:
     """The object-centric form of a parsed mapping document; with ``frames``, a mapping of
-    frames (:func:`~sparkfield.process.mapping_common.frame_sources`)."""
+    frames (:func:`~sparkfield.process.extraction.mapping_common.frame_sources`)."""
     if not isinstance(doc, dict):
         raise MappingError(f"{origin}: expected a mapping with 'sources', 'objects' and "
                            "'activities'")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sparkfield.process.process_map import dot_string, duration_label
+from sparkfield.process.analysis.process_map import dot_string, duration_label
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf"]

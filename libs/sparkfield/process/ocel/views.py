@@ -16,16 +16,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.core.report import Stats
-from sparkfield.process.ocel.build import (
-    E2O_EVENT,
-    E2O_OBJECT,
-    EID,
-    OTYPE,
-    OcelTables,
-    object_key,
-)
-from sparkfield.process.ocel.mapping import OcelMapping
-from sparkfield.process.schema import (
+from sparkfield.process.analysis.views import Views, case_sequences, cases, compute_views
+from sparkfield.process.eventlog.schema import (
     ACTIVITY,
     ATTRIBUTES,
     CASE,
@@ -36,7 +28,15 @@ from sparkfield.process.schema import (
     SRC_ORDER,
     TIMESTAMP,
 )
-from sparkfield.process.views import Views, case_sequences, cases, compute_views
+from sparkfield.process.ocel.build import (
+    E2O_EVENT,
+    E2O_OBJECT,
+    EID,
+    OTYPE,
+    OcelTables,
+    object_key,
+)
+from sparkfield.process.ocel.mapping import OcelMapping
 
 VARIANT_COLUMNS = ("variant", "cases", "share", "mean_duration_s")
 

@@ -36,6 +36,14 @@ from pyspark.sql import types as T
 
 from sparkfield.core.io import append_parts, hadoop_fs
 from sparkfield.core.workers import in_worker
+from sparkfield.process.eventlog.schema import (
+    ACTIVITY,
+    ATTRIBUTES,
+    ORDER,
+    ROW_ORDER,
+    SRC_ORDER,
+    TIMESTAMP,
+)
 from sparkfield.process.ocel.build import (
     E2O_EVENT,
     E2O_OBJECT,
@@ -48,7 +56,6 @@ from sparkfield.process.ocel.build import (
     OcelTables,
 )
 from sparkfield.process.ocel.mapping import OcelMapping
-from sparkfield.process.schema import ACTIVITY, ATTRIBUTES, ORDER, ROW_ORDER, SRC_ORDER, TIMESTAMP
 
 ISO = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"
 EPOCH = "1970-01-01T00:00:00Z"  # the time of an object attribute's initial value

@@ -1,0 +1,135 @@
+"""Turns a conf profile into a spark-submit invocation (used by ``submit.sh`` and the Airflow DAG).
+
+``python -m sparkfield.deploy.submit --job coffee_shops --profile cluster [--master URL]
+[--python-env build/sparkfield-env.tar.gz] [--driver-python PATH]`` prints one argument per
+line: ``--master``, ``--name``, ``--deploy-mode``, ``--conf key=value`` for every Spark setting of
+the profile, ``--files`` with the conf files the job reads and, with a packed Python environment,
+``--archives ENV#environment``.
+
+A packed environment (``scripts/pack_env.sh``, built with venv-pack) carries the third-party
+packages, native ones included, to the executors: Spark unpacks it as ``./environment`` in each
+executor's working directory and ``spark.pyspark.python`` points there. In client mode the driver
+keeps the local interpreter (``spark.pyspark.driver.python``); in cluster mode it uses the packed
+one too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkfield.core.conf import find_conf_dir, job_file_path, load_config, profile_names
+from sparkfield.core.errors import ConfigError
+
+ENV_ALIAS = "environment"
+ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"
+
+
+@dataclass
+class SubmitSpec:
+    """Everything spark-submit needs besides the application and its arguments."""
+
+    name: str
+    master: str | None
+    deploy_mode: str
+    conf: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    archives: list[str] = field(default_factory=list)
+
+    def args(self) -> list[str]:
+        out: list[str] = []
+        if self.master:
+            out += ["--master", self.master]
+        out += ["--name", self.name, "--deploy-mode", self.deploy_mode]
+        for key, value in self.conf.items():
+            out += ["--conf", f"{key}={value}"]
+        if self.files:
+            out += ["--files", ",".join(self.files)]
+        if self.archives:
+            out += ["--archives", ",".join(self.archives)]
+        return out
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = None,
+                master: str | None = None, python_env: str | None = None,
+                driver_python: str | None = None) -> SubmitSpec:
+    """The spark-submit settings of ``job`` under ``profile``.
+
+    ``python_env`` (else the profile's ``submit.python_env``) is a venv-pack archive: a local
+    path, relative to the project root, or a URI the cluster can read (hdfs://, s3a://, ...)."""
+    cfg = load_config(job, profile, conf_dir)
+    root = find_conf_dir(conf_dir)
+    conf = dict(cfg.spark.conf)
+    deploy_mode = conf.pop("spark.submit.deployMode", "client")
+    if deploy_mode not in ("client", "cluster"):
+        raise ConfigError(f"spark.submit.deployMode must be client or cluster, not {deploy_mode!r}")
+    files = [root / "base.yaml", *(root / f"{n}.yaml" for n in profile_names(profile))]
+    job_file = job_file_path(root, job)
+    if job_file:
+        files.append(job_file)
+    spec = SubmitSpec(name=f"{cfg.spark.app_name}-{job}", master=master or cfg.spark.master,
+                      deploy_mode=deploy_mode, conf=conf,
+                      files=[str(f.resolve()) for f in files])
+    env = python_env or (cfg.raw.get("submit") or {}).get("python_env")
+    if env:
+        if not _is_uri(env):
+            path = Path(env)
+            if not path.is_absolute():
+                path = root.resolve().parent / path
+            if not path.is_file():
+                raise ConfigError(f"packed Python environment {path} not found: build it with "
+                                  "`make pack-env` (scripts/pack_env.sh)")
+            env = str(path)
+        spec.archives.append(f"{env}#{ENV_ALIAS}")
+        spec.conf["spark.pyspark.python"] = ENV_PYTHON
+        if deploy_mode == "client" and driver_python:
+            spec.conf["spark.pyspark.driver.python"] = driver_python
+    return spec
+
+
+def remote_conflict() -> str | None:
+    """Why spark-submit cannot run here, or None: with ``SPARK_REMOTE`` set it refuses a
+    master (a Java exception), and a job given a master must never go to a Connect server
+    instead."""
+    remote = os.environ.get("SPARK_REMOTE")
+    if not remote:
+        return None
+    from sparkfield.core.cli import CONNECT_UNSUPPORTED
+
+    return (CONNECT_UNSUPPORTED.format(where=f"SPARK_REMOTE={remote}") + "; unset "
+            "SPARK_REMOTE (env -u SPARK_REMOTE ./submit.sh JOB ...) to submit to the profile's "
+            "master")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--job", required=True)
+    p.add_argument("--profile", default="local")
+    p.add_argument("--conf-dir")
+    p.add_argument("--master")
+    p.add_argument("--python-env", help="venv-pack archive shipped to the executors")
+    p.add_argument("--driver-python", help="the local interpreter (client mode)")
+    a = p.parse_args(argv)
+    conflict = remote_conflict()
+    if conflict:
+        print(f"error: {conflict}", file=sys.stderr)
+        return 2
+    try:
+        spec = submit_spec(a.job, a.profile, a.conf_dir, a.master, a.python_env,
+                           a.driver_python)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(spec.args()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""The views a process miner expects, computed on the event log in Spark.
+
+Events of a case are ordered by timestamp, then the source order (``src_order``,
+``row_order``): a stable sort, as pm4py does it. One shuffle builds every case's ordered event
+sequence; every view is then derived from that per-case table (cache it when several views
+are needed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sparkfield.process.eventlog.schema import ACTIVITY, CASE, ORDER, RESOURCE, TIMESTAMP
+
+
+def _seconds(ts: Column) -> Column:
+    return F.unix_micros(ts) / F.lit(1_000_000.0)
+
+
+def case_sequences(events: DataFrame, resource: bool = False) -> DataFrame:
+    """One row per case: ``seq``, its events in order as (a, t), with the resource ``r``
+    last when ``resource=True`` (for the resource statistics). The ordering keys sort the
+    events and are then dropped: every view reads the cached sequences, so each byte kept
+    in them is read again by each view."""
+    extra = [F.col(RESOURCE).alias("r")] if resource else []
+    kept = ["a", "t", *(["r"] if resource else [])]
+    ordered = F.sort_array(F.collect_list(F.struct(
+        *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)],
+        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t"), *extra)))
+    return events.groupBy(CASE).agg(
+        F.transform(ordered, lambda e: F.struct(*[e[k].alias(k) for k in kept])).alias("seq"))
+
+
+def cases(seqs: DataFrame) -> DataFrame:
+    """case_id, start, end, duration_s, events, variant (JSON array of activities)."""
+    start, end = F.element_at("seq", 1)["t"], F.element_at("seq", -1)["t"]
+    return seqs.select(
+        CASE, start.alias("start"), end.alias("end"),
+        (_seconds(end) - _seconds(start)).alias("duration_s"),
+        F.size("seq").alias("events"), F.to_json(F.col("seq.a")).alias("variant"),
+    )
+
+
+_PAIRS = ("CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
+          "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
+          "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
+          "ELSE array() END")
+
+
+def _median(d: str) -> Column:
+    """median_s of the decimal seconds ``d``, taken over their doubles: the same number (the
+    median is computed in doubles either way), a third faster than over boxed decimals."""
+    return F.percentile(F.col(d).cast("double"), 0.5).alias("median_s")
+
+
+def dfg(seqs: DataFrame) -> DataFrame:
+    """Directly-follows arcs: source, target, frequency, mean_s, median_s (of the time
+    between the two events)."""
+    arcs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p")).select("p.*")
+    return (
+        arcs.groupBy("source", "target")
+        .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"), _median("d"))
+        .orderBy(F.desc("frequency"), "source", "target")
+    )
+
+
+def variants(case_table: DataFrame, total: int) -> DataFrame:
+    return (
+        case_table.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"),
+                                           F.avg("duration_s").alias("mean_duration_s"))
+        .withColumn("share", F.col("cases") / F.lit(max(total, 1)))
+        .orderBy(F.desc("cases"), "variant")
+    )
+
+
+def activities(events: DataFrame) -> DataFrame:
+    return (
+        events.groupBy(ACTIVITY)
+        .agg(F.count(F.lit(1)).alias("events"), F.countDistinct(CASE).alias("cases"))
+        .orderBy(F.desc("events"), ACTIVITY)
+    )
+
+
+def endpoint_activities(seqs: DataFrame, which: str) -> DataFrame:
+    """Start (``which='start'``) or end activities with the number of cases."""
+    if which not in ("start", "end"):
+        raise ValueError(which)
+    act = F.element_at("seq", 1 if which == "start" else -1)["a"]
+    return (seqs.groupBy(act.alias(ACTIVITY)).agg(F.count(F.lit(1)).alias("cases"))
+            .orderBy(F.desc("cases"), ACTIVITY))
+
+
+@dataclass
+class Views:
+    dfg: DataFrame
+    variants: DataFrame
+    activities: DataFrame
+    start_activities: DataFrame
+    end_activities: DataFrame
+    cases: DataFrame
+
+
+def compute_views(events: DataFrame, seqs: DataFrame, n_cases: int) -> Views:
+    """All views from the events and their per-case sequences (cache ``seqs``)."""
+    case_table = cases(seqs)
+    return Views(
+        dfg=dfg(seqs), variants=variants(case_table, n_cases), activities=activities(events),
+        start_activities=endpoint_activities(seqs, "start"),
+        end_activities=endpoint_activities(seqs, "end"), cases=case_table,
+    )
+
+
+# -- every small table in one job -------------------------------------------------------------
+# what each row of :func:`tallies` counts: x and y are
+_ARC = 0  # source and target activity of a directly-follows pair (d: the time between)
+_EVENT = 1  # an event's resource (null when it has none) and activity
+_HANDOVER = 2  # the resources of two events that follow each other directly, both named
+_ENDS = 3  # a case's first and last activity
+_CASE_ACTIVITY = 4  # an activity a case holds (x; y null), once per case
+_CASE_RESOURCE = 5  # a named resource a case holds (x; y null), once per case
+
+
+def tallies(seqs: DataFrame) -> DataFrame:
+    """kind, x, y, n, mean_s, median_s: the directly-follows arcs, the activities and start
+    and end activities, and (when ``seqs`` holds the resource ``r``) the resource
+    statistics' counts, all from the per-case sequences read twice: the arcs (with their
+    times) in one aggregation, every other count in another, each a small shuffle.
+    :func:`small_views` and :func:`resource_tables` read it (collected)."""
+    pairs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p"))
+    d_type = pairs.schema["p"].dataType["d"].dataType
+    has_r = "r" in seqs.schema["seq"].dataType.elementType.names
+    # every other count's rows, made per case in one array: one scan of the sequences
+    no_r = "CAST(NULL AS STRING)"
+    parts = [
+        f"transform(seq, e -> named_struct('kind', {_EVENT}, 'x', {'e.r' if has_r else no_r},"
+        " 'y', e.a))",
+        f"array(named_struct('kind', {_ENDS}, 'x', seq[0].a, 'y', element_at(seq, -1).a))",
+        f"transform(array_distinct(seq.a), v -> named_struct('kind', {_CASE_ACTIVITY}, "
+        f"'x', v, 'y', {no_r}))",
+    ]
+    if has_r:
+        parts += [
+            f"CASE WHEN size(seq) > 1 THEN filter(transform(sequence(2, size(seq)), "
+            f"i -> named_struct('kind', {_HANDOVER}, 'x', seq[i - 2].r, 'y', seq[i - 1].r)), "
+            "h -> h.x IS NOT NULL AND h.y IS NOT NULL) ELSE array() END",
+            f"transform(array_compact(array_distinct(seq.r)), v -> named_struct('kind', "
+            f"{_CASE_RESOURCE}, 'x', v, 'y', {no_r}))",
+        ]
+    rest = seqs.select(F.explode(F.expr(f"concat({', '.join(parts)})")).alias("c"))
+    # the arcs' times in their own aggregation: a median keeps every value of its group and
+    # falls back to sorting its input past a few groups, which the other counts need not pay
+    arcs = pairs.select(F.lit(_ARC).alias("kind"), F.col("p.source").alias("x"),
+                        F.col("p.target").alias("y"), F.col("p.d").alias("d")) \
+        .groupBy("kind", "x", "y").agg(
+            F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"), _median("d"))
+    counts = rest.groupBy(F.col("c.kind").alias("kind"), F.col("c.x").alias("x"),
+                          F.col("c.y").alias("y")).agg(
+        F.count(F.lit(1)).alias("n"), F.avg(F.lit(None).cast(d_type)).alias("mean_s"),
+        F.lit(None).cast("double").alias("median_s"))
+    return arcs.unionByName(counts)
+
+
+def _kind(t: pd.DataFrame, kind: int) -> pd.DataFrame:
+    return t[t["kind"] == kind]
+
+
+def _ranked(frame: pd.DataFrame, count: str, keys: list[str]) -> pd.DataFrame:
+    """Most ``count`` first, then by ``keys`` (Spark's order: strings by code point)."""
+    return (frame.sort_values([count, *keys], ascending=[False] + [True] * len(keys),
+                              kind="mergesort").reset_index(drop=True))
+
+
+def _counted(values: pd.Series, name: str, count: str) -> pd.DataFrame:
+    return values.rename(count).rename_axis(name).reset_index()
+
+
+def small_views(t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """dfg, activities, start_activities, end_activities from the collected :func:`tallies`:
+    the frames :func:`dfg`, :func:`activities` and :func:`endpoint_activities` collect."""
+    arcs = _kind(t, _ARC)
+    dfg_ = _ranked(pd.DataFrame({"source": arcs["x"], "target": arcs["y"],
+                                 "frequency": arcs["n"].astype("int64"),
+                                 "mean_s": arcs["mean_s"], "median_s": arcs["median_s"]}),
+                   "frequency", ["source", "target"])
+    events = _kind(t, _EVENT).groupby("y", sort=False)["n"].sum()
+    in_cases = _kind(t, _CASE_ACTIVITY).set_index("x")["n"]
+    acts = pd.DataFrame({ACTIVITY: events.index,
+                         "events": events.to_numpy().astype("int64"),
+                         "cases": in_cases.reindex(events.index).to_numpy().astype("int64")})
+    ends = _kind(t, _ENDS)
+    out = {"dfg": dfg_, "activities": _ranked(acts, "events", [ACTIVITY])}
+    for name, col in (("start_activities", "x"), ("end_activities", "y")):
+        n = ends.groupby(col, sort=False)["n"].sum().astype("int64")
+        out[name] = _ranked(_counted(n, ACTIVITY, "cases"), "cases", [ACTIVITY])
+    return out
+
+
+def resource_tables(t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """activities, resources, resource_activity, handover_of_work from the collected
+    :func:`tallies` of sequences with the resource: the tables of
+    :mod:`sparkfield.process.analysis.statistics`' ``activity_frequencies``,
+    ``resource_frequencies``,
+    ``resource_activity_matrix`` and ``handover_of_work`` on the same events."""
+    ev = _kind(t, _EVENT)
+    n_events = int(ev["n"].sum())
+    n_cases = int(_kind(t, _ENDS)["n"].sum())
+
+    def shares(key: str, events: pd.Series, cases: pd.Series) -> pd.DataFrame:
+        frame = pd.DataFrame({key: events.index, "events": events.to_numpy().astype("int64"),
+                              "cases": cases.reindex(events.index).to_numpy()
+                              .astype("int64")})
+        frame["event_share"] = frame["events"] / n_events
+        frame["case_share"] = frame["cases"] / n_cases
+        return _ranked(frame, "events", [key])
+
+    named = ev[ev["x"].notna()]
+    matrix = pd.DataFrame({RESOURCE: named["x"], ACTIVITY: named["y"],
+                           "events": named["n"].astype("int64")})
+    hand = _kind(t, _HANDOVER)
+    handover = pd.DataFrame({"source_resource": hand["x"], "target_resource": hand["y"],
+                             "handovers": hand["n"].astype("int64")})
+    handover["share"] = handover["handovers"] / handover["handovers"].sum()
+    return {
+        "activities": shares(ACTIVITY, ev.groupby("y", sort=False)["n"].sum(),
+                             _kind(t, _CASE_ACTIVITY).set_index("x")["n"]),
+        "resources": shares(RESOURCE, named.groupby("x", sort=False)["n"].sum(),
+                            _kind(t, _CASE_RESOURCE).set_index("x")["n"]),
+        "resource_activity": matrix.sort_values([RESOURCE, ACTIVITY], kind="mergesort")
+        .reset_index(drop=True),
+        "handover_of_work": _ranked(handover, "handovers",
+                                    ["source_resource", "target_resource"]),
+    }

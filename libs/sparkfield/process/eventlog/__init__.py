@@ -1,0 +1,2 @@
+"""The event-log model and its files: the canonical schema, raw rows to events (timestamps,
+reasons, sampling), and logs read and written as XES, CSV or Parquet."""

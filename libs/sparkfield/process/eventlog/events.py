@@ -1,0 +1,223 @@
+"""Turning raw rows into events: timestamp parsing, validation with reasons, duplicates,
+whole-case sampling. Shared by extraction and by logs read from files."""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.window import Window
+
+from sparkfield.process.eventlog.schema import (
+    ACTIVITY,
+    ATTRIBUTES,
+    CASE,
+    EVENT_COLUMNS,
+    LIFECYCLE,
+    RESOURCE,
+    ROW_ORDER,
+    SRC_ORDER,
+    TIMESTAMP,
+)
+
+RAW_TS = "timestamp_raw"
+REASON = "reject_reason"
+_ZONE = r"(Z|[+-][0-9]{2}:?[0-9]{2})$"
+
+
+NONEXISTENT = "nonexistent local time"  # a wall-clock time the zone skips (spring forward)
+AMBIGUOUS = "ambiguous local time"  # one it shows twice (fall back)
+LOCAL_PROBLEM = "local_time_problem"  # optional column of raw rows: one of the two, or null
+
+_FIXED_ZONE = re.compile(r"(?i)(Z|(Etc/)?(UTC|GMT|UCT|UT|Universal|Zulu|Greenwich)0?"
+                         r"([+-][0-9:]+)?|[+-][0-9:]+)")
+_SPAN_MICROS = 15 * 3600 * 1_000_000  # beyond the widest offset (-12:00 .. +14:00)
+
+
+def clock_changes(timezone: str) -> bool:
+    """Whether ``timezone`` may change its offset (a region), so that some wall-clock times
+    are skipped or shown twice; False for UTC and fixed offsets."""
+    return not _FIXED_ZONE.fullmatch(timezone.strip())
+
+
+def _wall_clock(col: Column, dtype: T.DataType, fmt: str | None) -> tuple[Column, Column]:
+    """The value as a timestamp, and whether it is a wall-clock time (no offset of its own),
+    which then reads as the same clock time in UTC, the session's zone."""
+    if isinstance(dtype, T.TimestampType):
+        return col, F.lit(False)
+    if isinstance(dtype, (T.TimestampNTZType, T.DateType)):
+        return col.cast("timestamp"), F.lit(True)
+    s = F.trim(col.cast("string"))
+    s = F.when(s.rlike(r"^\d{4}-\d{2}-\d{2} \d"), F.regexp_replace(s, " ", "T")).otherwise(s) \
+        if fmt is None else s
+    parsed = F.try_to_timestamp(s, F.lit(fmt)) if fmt else s.try_cast("timestamp")
+    return parsed, ~s.rlike(_ZONE)
+
+
+def _zone_problem(local: Column, timezone: str) -> Column:
+    """:data:`NONEXISTENT` or :data:`AMBIGUOUS` for a wall-clock time (as UTC) in
+    ``timezone``, else null. The instants that show as ``local`` carry the offset in force
+    15 hours before or after it (at most one change in between): a time none of the two
+    candidates maps back to is skipped, one both map back to with different offsets is
+    repeated. Spark's built-ins only, the zone rules Spark converts with."""
+    if not clock_changes(timezone):
+        return F.lit(None).cast("string")
+    wall = F.unix_micros(local)
+
+    def offset_at(micros: Column) -> Column:
+        return F.unix_micros(F.from_utc_timestamp(F.timestamp_micros(micros), timezone)) - micros
+
+    def shows_as_local(offset: Column) -> Column:
+        return F.from_utc_timestamp(F.timestamp_micros(wall - offset), timezone) == local
+
+    before, after = offset_at(wall - _SPAN_MICROS), offset_at(wall + _SPAN_MICROS)
+    first, second = shows_as_local(before), shows_as_local(after)
+    return (F.when(~first & ~second, NONEXISTENT)
+            .when(first & second & (before != after), AMBIGUOUS))
+
+
+def parse_timestamp(col: Column, dtype: T.DataType, timezone: str, fmt: str | None) -> Column:
+    """A timestamp from a string, date or timestamp column. Strings with an explicit offset
+    keep it; naive strings and dates are wall-clock times in ``timezone``: null when the zone
+    skips that time or shows it twice (:func:`local_time_problem` says which), never an
+    instant guessed for it."""
+    if isinstance(dtype, T.TimestampType):
+        return col
+    parsed, naive = _wall_clock(col, dtype, fmt)
+    utc = F.when(_zone_problem(parsed, timezone).isNull(), F.to_utc_timestamp(parsed, timezone))
+    return F.when(naive, utc).otherwise(parsed)
+
+
+def local_time_problem(col: Column, dtype: T.DataType, timezone: str,
+                       fmt: str | None) -> Column:
+    """Why :func:`parse_timestamp` gives no instant for a wall-clock value in ``timezone``:
+    :data:`NONEXISTENT` (in a spring-forward gap) or :data:`AMBIGUOUS` (in the repeated hour
+    of the autumn change); null for every other value."""
+    if isinstance(dtype, T.TimestampType):
+        return F.lit(None).cast("string")
+    parsed, naive = _wall_clock(col, dtype, fmt)
+    return F.when(naive, _zone_problem(parsed, timezone))
+
+
+def wall_clock_problem(spark: SparkSession, text: str, timezone: str) -> str | None:
+    """What is wrong with one ISO time ``text`` read in ``timezone`` (a bound a user gives):
+    "does not exist in ZONE ..." or "is ambiguous in ZONE ...", None when it names one
+    instant. Runs a one-row Spark job, and only for a naive time in a zone that changes its
+    offset, so a bound is read by the same rules as the events."""
+    if not clock_changes(timezone) or re.search(_ZONE, text.strip()):
+        return None
+    value = F.lit(text.strip())
+    problem = spark.range(1).select(
+        local_time_problem(value, T.StringType(), timezone, None)).first()[0]
+    if problem == NONEXISTENT:
+        return (f"does not exist in {timezone} (its clocks skip it): give it with its offset "
+                "or pick a time outside the gap")
+    if problem == AMBIGUOUS:
+        return (f"is ambiguous in {timezone} (its clocks show it twice): give it with its "
+                "offset")
+    return None
+
+
+def sample_cases(df: DataFrame, fraction: float | None, seed: int) -> DataFrame:
+    """Whole cases, never single events: a case is in or out by a seeded hash of its id, so
+    every source and activity agrees."""
+    if fraction is None or fraction >= 1:
+        return df
+    bucket = F.pmod(F.xxhash64(F.lit(seed), F.col(CASE)), F.lit(1_000_000))
+    return df.where(bucket < int(fraction * 1_000_000))
+
+
+def classify(df: DataFrame, min_ts: str | None, max_ts: str | None,
+             dedupe: bool = True) -> DataFrame:
+    """Adds ``reject_reason`` (null for a good event). Input columns: the event columns plus
+    ``timestamp_raw`` (what the source said) and optionally ``_corrupt_record`` and
+    ``local_time_problem`` (:func:`local_time_problem`). A bound that is None rejects nothing
+    on that side."""
+    blank_case = F.col(CASE).isNull() | (F.trim(F.col(CASE)) == "")
+    blank_raw = F.col(RAW_TS).isNull() | (F.trim(F.col(RAW_TS).cast("string")) == "")
+    out_of_range = F.lit(False)
+    if min_ts:
+        out_of_range = out_of_range | (F.col(TIMESTAMP) < F.lit(min_ts).cast("timestamp"))
+    if max_ts:
+        out_of_range = out_of_range | (F.col(TIMESTAMP) > F.lit(max_ts).cast("timestamp"))
+    reason = F.when(blank_case, "null case id")
+    if "_corrupt_record" in df.columns:
+        reason = F.when(F.col("_corrupt_record").isNotNull(), "malformed row").when(
+            blank_case, "null case id")
+    reason = (
+        reason.when(F.col(ACTIVITY).isNull() | (F.trim(F.col(ACTIVITY)) == ""), "null activity")
+        .when(blank_raw, "null timestamp")
+    )
+    if LOCAL_PROBLEM in df.columns:
+        reason = reason.when(F.col(LOCAL_PROBLEM).isNotNull(), F.col(LOCAL_PROBLEM))
+    reason = (
+        reason.when(F.col(TIMESTAMP).isNull(), "unparseable timestamp")
+        .when(out_of_range, "timestamp out of range")
+    )
+    out = df.withColumn(REASON, reason)
+    if not dedupe:
+        return out
+    # an exact repeat: every field equal, attributes included
+    key = [CASE, ACTIVITY, TIMESTAMP, F.coalesce(F.col(RESOURCE), F.lit("\u0000")),
+           F.coalesce(F.col(LIFECYCLE), F.lit("\u0000")),
+           F.coalesce(F.to_json(F.col(ATTRIBUTES)), F.lit("\u0000"))]
+    w = Window.partitionBy(F.col(REASON).isNull(), *key).orderBy(SRC_ORDER, ROW_ORDER)
+    dup = F.col(REASON).isNull() & (F.row_number().over(w) > 1)
+    return out.withColumn(REASON, F.when(dup, "duplicate event").otherwise(F.col(REASON)))
+
+
+def suspicious_timestamps(events: DataFrame, before: str, after: str,
+                          examples: int = 5) -> dict:
+    """Events dated before ``before`` or after ``after`` (kept, but likely mistyped): how
+    many, their range, how many cases, and a few examples (case, activity, timestamp).
+
+    Timestamps are formatted by Spark, never collected: Python's datetime stops at year 1
+    and fails on a time within a day of it (``0001-01-01``, an ERP's empty date)."""
+    lo, hi = F.lit(before).cast("timestamp"), F.lit(after).cast("timestamp")
+    odd = events.where((F.col(TIMESTAMP) < lo) | (F.col(TIMESTAMP) > hi))
+    fmt = "yyyy-MM-dd'T'HH:mm:ssXXX"
+    row = odd.agg(F.count(F.lit(1)).alias("n"), F.date_format(F.min(TIMESTAMP), fmt).alias("lo"),
+                  F.date_format(F.max(TIMESTAMP), fmt).alias("hi"),
+                  F.countDistinct(CASE).alias("cases")).first()
+    if not row or not row["n"]:
+        return {"events": 0}
+    sample = odd.orderBy(TIMESTAMP, CASE).limit(examples).select(
+        CASE, ACTIVITY, F.date_format(TIMESTAMP, fmt).alias(TIMESTAMP)).collect()
+    return {
+        "events": int(row["n"]), "cases": int(row["cases"]),
+        "first": row["lo"], "last": row["hi"],
+        "outside": [before, after],
+        "examples": [{CASE: r[CASE], ACTIVITY: r[ACTIVITY], TIMESTAMP: r[TIMESTAMP]}
+                     for r in sample],
+    }
+
+
+def good_events(classified: DataFrame) -> DataFrame:
+    return classified.where(F.col(REASON).isNull()).select(*EVENT_COLUMNS)
+
+
+def with_classifier(events: DataFrame, classifier: str) -> DataFrame:
+    """``name`` (concept:name) or ``name+lifecycle`` (concept:name+lifecycle:transition)."""
+    if classifier == "name":
+        return events
+    if classifier == "name+lifecycle":
+        return events.withColumn(ACTIVITY, F.when(
+            F.col(LIFECYCLE).isNotNull(), F.concat_ws("+", ACTIVITY, LIFECYCLE)
+        ).otherwise(F.col(ACTIVITY)))
+    raise ValueError(f"unknown classifier {classifier!r} (name, name+lifecycle)")
+
+
+EVENT_ORDER = "__event_order"  # the tie-break of equal timestamps as one column
+_ROW_BITS = 50
+
+
+def with_event_order(events: DataFrame) -> DataFrame:
+    """Canonical ``events`` with :data:`EVENT_ORDER`: ``src_order`` then ``row_order`` as one
+    long, the ``order`` column the functions of :mod:`~sparkfield.process.analysis.filters` and
+    :mod:`~sparkfield.process.analysis.statistics` take, so they order equal timestamps as the views
+    do. Exact while a row order is below 2**50 (Spark's row ids hold the partition above bit
+    33: up to 131,072 partitions a source) and a mapping has fewer than 8,192 activities."""
+    return events.withColumn(EVENT_ORDER, F.col(SRC_ORDER).cast("long") * F.lit(1 << _ROW_BITS)
+                             + F.col(ROW_ORDER))

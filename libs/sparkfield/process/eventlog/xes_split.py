@@ -1,0 +1,291 @@
+"""Reading an XES log in the executors: the file is split at ``<trace`` and the traces are
+parsed where the splits are read, so no process ever holds the whole log.
+
+Spark's text source cuts the file into records at every ``<trace`` (its ``lineSep``): a plain
+``.xes`` is read in byte ranges by all executors (Hadoop moves a record that crosses a range's
+end to the range where it starts); a ``.xes.gz`` cannot be split, so one task decompresses it
+and the traces are dealt out to every executor to be parsed (one reading core plus a shuffle of
+the log's text: see docs/jobs/process_mining.md). The text before the first trace (the log's
+extensions, globals and classifiers) is read once, on the driver.
+
+A ``<trace`` inside a comment, CDATA section or processing instruction starts no trace: the
+records either side of such a cut are joined again where they are read (:func:`open_markup`
+finds the cuts; a record holding no ``!`` and no ``?`` costs two character searches). Where
+such a region crosses the end of a byte range, that range's task raises
+:class:`MarkupAcrossRanges`; the next range then starts inside the region and may fail on
+what it reads, so every error of a range after the first is an :class:`XesRangeError`. After
+either, process_mining reads the file again as one range (``one_range=True``: one task reads
+the ranges in order, as for a ``.xes.gz``), which settles the rows or the error.
+
+Every trace of the common shape is read by :func:`sparkfield.process.eventlog.xes_fast.trace_events`
+(string operations and regular expressions); any other by
+:func:`sparkfield.process.eventlog.xes.xes_rows`, the driver reader's own rules, inside ``<log
+...>`` as
+the file opens it; either way the rows are the driver reader's. Records and rows go between
+Spark and Python as Arrow batches (``mapInArrow``), the columns built from Python lists.
+The order of events is kept in ``row_order``, increasing through the file
+(see :func:`_positions`). Errors name the file's line (counted from the range's first byte
+for ranges after the first)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from sparkfield.core.failures import executor_error
+from sparkfield.core.io import hadoop_fs, read_bytes, require_path
+from sparkfield.core.workers import in_worker
+from sparkfield.process.eventlog.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
+from sparkfield.process.eventlog.xes_fast import SLOTS, Events, event_columns, trace_events
+
+DELIMITER = "<trace"
+_LOG_OPEN = re.compile(r"<(?:[\w.-]+:)?log(?:\s[^>]*)?>", re.S)
+_LOG_CLOSE = re.compile(r"</(?:[\w.-]+:)?log>\s*$")
+_ENCODING = re.compile(r"""<\?xml[^>]*encoding\s*=\s*["']([^"']+)["']""")
+_UTF8 = {"utf-8", "utf8", "us-ascii", "ascii"}
+# what opens a comment, a CDATA section or a processing instruction, and what closes it
+_MARKUP = re.compile(r"<!--|<!\[CDATA\[|<\?")
+_CLOSERS = {"<!--": "-->", "<![CDATA[": "]]>", "<?": "?>"}
+RECORD_SCHEMA = T.StructType([
+    T.StructField("pos", T.LongType()), T.StructField("line", T.LongType()),
+    T.StructField("block", T.LongType()), T.StructField("text", T.StringType()),
+])
+_RECORD_ARROW = to_arrow_schema(RECORD_SCHEMA)
+_RAW_ARROW = to_arrow_schema(RAW_SCHEMA)
+Record = tuple[int, int, int, str]  # pos, line, block, text
+
+
+class XesRangeError(XesError):
+    """An error in a byte range after the first, which may start inside a region an earlier
+    range opened: read the file again with ``read_xes(..., one_range=True)``."""
+
+
+class MarkupAcrossRanges(XesRangeError):
+    """A comment, CDATA section or processing instruction holding ``<trace`` crosses the end
+    of a byte range."""
+
+
+def needs_one_range(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by an action on :func:`read_xes` rows (an executor's error comes
+    back wrapped), is an :class:`XesRangeError`: read the file again as one range."""
+    return isinstance(exc, XesRangeError) or \
+        isinstance(executor_error(exc), XesRangeError)
+
+
+def open_markup(text: str, closer: str | None = None) -> str | None:
+    """What closes the comment, CDATA section or processing instruction open at the end of
+    ``text`` (None: none is), ``closer`` being the one open where ``text`` starts.
+
+    Outside those every ``<`` starts a tag or one of them (XML allows no raw ``<`` in text or
+    attribute values), so a ``<trace`` where none is open starts a real element."""
+    i = 0
+    while True:
+        if closer is not None:
+            j = text.find(closer, i)
+            if j < 0:
+                return closer
+            i, closer = j + len(closer), None
+        found = _MARKUP.search(text, i)
+        if found is None:
+            return None
+        closer, i = _CLOSERS[found.group()], found.end()
+
+
+def read_xes(spark: SparkSession, path: str, partitions: int | None = None,
+             one_range: bool = False) -> DataFrame:
+    """Raw event rows (strings) of an XES log, parsed by the executors; the same rows as
+    :func:`sparkfield.process.eventlog.xes.read_xes_on_driver` (``row_order`` numbers differ, their
+    order does not). Logs in another encoding than UTF-8 are read by the driver.
+
+    An action on the rows of a plain file read in byte ranges raises an
+    :class:`XesRangeError` (see :func:`needs_one_range`) when a comment, CDATA section or
+    processing instruction holding ``<trace`` crosses the end of a range, or when a range
+    after the first finds an error; ``one_range`` reads the file as one range, which raises
+    neither."""
+    require_path(spark, path, "log")
+    gzipped = _is_gzip(spark, path)
+    if gzipped != path.endswith(".gz"):
+        # Spark decompresses by the name: a gzip file named otherwise is read by the driver
+        return read_xes_on_driver(spark, path)
+    text = spark.read.option("lineSep", DELIMITER).text(path)
+    first = text.limit(1).collect()
+    head = first[0]["value"] if first else ""
+    declared = _ENCODING.search(head[:500])
+    if declared and declared.group(1).lower() not in _UTF8:
+        return read_xes_on_driver(spark, path)
+    log_open = _LOG_OPEN.search(head)
+    if log_open is None and (open_markup(head) or "<!DOCTYPE" in head):
+        return read_xes_on_driver(spark, path)  # the cut is in the prolog's markup
+    if log_open is None:
+        raise XesError(f"{path}: no <log> element before the first <trace>")
+    if not gzipped:
+        _require_log_end(spark, path)
+    # the document every trace is parsed in: the prolog and <log ...> on one line, so that
+    # the trace's lines are the file's
+    opening = (head[:log_open.end()].replace("\r", " ").replace("\n", " ")).encode("utf-8")
+    n_parts = partitions or max(2, spark.sparkContext.defaultParallelism)
+    records = text.select(F.col("value").alias("text"),
+                          F.input_file_block_start().alias("block"))
+    parse = _parser(path, opening)
+    if not gzipped and not one_range:  # every range is parsed where it is read
+        positions = _positions(path, whole=False)
+        return records.mapInArrow(in_worker(lambda batches: parse(positions(batches))),
+                                  RAW_SCHEMA)
+    if not gzipped:  # the ranges in file order, in one task; lines counted from byte 0
+        records = (records.withColumn("i", F.monotonically_increasing_id()).coalesce(1)
+                   .sortWithinPartitions("block", "i")
+                   .select("text", F.lit(0).cast("long").alias("block")))
+    # one range: its traces are dealt out to every executor
+    positions = _positions(path, whole=True)
+    return (records.mapInArrow(in_worker(lambda batches: _record_batches(positions(batches))),
+                               RECORD_SCHEMA)
+            .repartition(n_parts)
+            .mapInArrow(in_worker(lambda batches: parse(_records(batches))), RAW_SCHEMA))
+
+
+def _is_gzip(spark: SparkSession, path: str) -> bool:
+    fs, jpath = hadoop_fs(spark, path)
+    stream = fs.open(jpath)
+    try:
+        return stream.read() == 0x1F and stream.read() == 0x8B
+    finally:
+        stream.close()
+
+
+def _require_log_end(spark: SparkSession, path: str, tail: int = 4096) -> None:
+    """A plain file cut short between two traces would parse trace by trace: its end must
+    close the log."""
+    data = read_bytes(spark, path, last=tail).decode("utf-8", "replace")
+    if not _LOG_CLOSE.search(data):
+        raise XesError(f"{path}: the file does not end with </log> (truncated?)")
+
+
+def _positions(path: str, whole: bool):
+    """Each trace record with its place in the file and the line it starts on; the text
+    before the first trace is dropped. Records cut at a ``<trace`` inside a comment, CDATA
+    section or processing instruction are joined again (``<trace`` put back).
+
+    ``pos`` is the partition index (ranges are read in file order) in the high bits and the
+    record's character offset in its range below: a record of n characters holds fewer than n
+    events, so ``pos + event index`` stays below the next record's ``pos``. ``whole``: the
+    partition is the whole file, so markup still open at its end is malformed XML, not a
+    region that goes on in the next range.
+
+    The function maps Arrow batches of ``text`` and ``block`` to lists of ``(pos, line,
+    block, text)``, one a batch that holds a record."""
+
+    def positions(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
+        base = TaskContext.get().partitionId() << 40
+        pos = line = 0
+        first = True
+        closer: str | None = None  # what closes the markup open at the end of the text so far
+        start: tuple[int, int, int] = (0, 0, 0)  # pos, line and block of the record in hand
+        pieces: list[str] = []
+        header = False
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            block = batch.column("block")[0].as_py()
+            out: list[Record] = []
+            for t in batch.column("text").to_pylist():
+                if closer is None:  # t starts a record
+                    start, pieces = (base + pos, line + 1, block), [t]
+                    header = first and block == 0  # the log's header
+                else:  # the cut before t was inside markup
+                    pieces.append(t)
+                first = False
+                pos += len(t) + len(DELIMITER)
+                line += t.count("\n")
+                if closer is not None or (("!" in t or "?" in t)  # memchr: most skip here
+                                          and ("<!" in t or "<?" in t)):
+                    closer = open_markup(t, closer)
+                if closer is None and not header:
+                    out.append((*start, DELIMITER.join(pieces)))
+            if out:
+                yield out
+        if closer is None:
+            return
+        if whole:
+            raise XesError(f"{path}: line {start[1]}: malformed XML: {closer!r} missing "
+                           "before the end of the file")
+        raise MarkupAcrossRanges(f"{path}: a comment, CDATA section or processing instruction "
+                                 f"holding '<trace' crosses the end of the byte range from "
+                                 f"byte {start[2]}")
+
+    return positions
+
+
+def _record_batches(chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
+    """Lists of records as Arrow batches of :data:`RECORD_SCHEMA`."""
+    for chunk in chunks:
+        yield _batch(list(zip(*chunk, strict=True)), _RECORD_ARROW)
+
+
+def _batch(columns: list, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+def _records(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
+    """Arrow batches of :data:`RECORD_SCHEMA` as lists of records."""
+    for batch in batches:
+        yield list(zip(*(batch.column(n).to_pylist() for n in RECORD_SCHEMA.names),
+                       strict=True))
+
+
+def _parser(path: str, opening: bytes):
+    """Lists of records to Arrow batches of event rows (:data:`RAW_SCHEMA`), one a list."""
+
+    def parse(chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
+        for chunk in chunks:
+            cases: list[str | None] = []
+            orders: list[int] = []
+            events: Events = []
+            for pos, line, block, text in chunk:
+                body = _LOG_CLOSE.sub("", text) if "</log" in text else text
+                read = trace_events(body)
+                if read is None:
+                    rows = _lxml_rows(opening, body, path, line, block)
+                    cases += [row[0] for row in rows]
+                    events += [_as_event(row) for row in rows]
+                    n = len(rows)
+                else:
+                    n = len(read[1])
+                    cases += [read[0]] * n
+                    events += read[1]
+                orders += range(pos, pos + n)
+            if not events:
+                continue
+            yield _batch([cases, *event_columns(events), orders], _RAW_ARROW)
+
+    return parse
+
+
+def _as_event(row: list) -> dict[str, str]:
+    """A row of :func:`xes_rows` as :func:`trace_events` gives an event: the other
+    attributes in their order, then the first four that are set."""
+    event = dict(row[5] or {})
+    for key, value in zip(SLOTS, row[1:5], strict=True):
+        if value is not None:
+            event[key] = value
+    return event
+
+
+def _lxml_rows(opening: bytes, body: str, path: str, line: int, block: int) -> list[list]:
+    """The rows of a trace record not of :mod:`xes_fast`'s shape, or its error."""
+    doc = opening + DELIMITER.encode() + body.encode("utf-8") + b"</log>"
+    where = path if block == 0 else f"{path} (from byte {block})"
+    try:
+        return list(xes_rows(io.BytesIO(doc), where, line - 1))
+    except XesError as exc:
+        if block == 0:
+            raise
+        raise XesRangeError(str(exc)) from None

@@ -1,0 +1,229 @@
+"""The classic log's pure ``compute``: classified rows in; the good events, their views, the
+rejects, and the filters, statistics, model and conformance the parameters ask for out, with
+what was counted. Writes nothing; shared by both jobs and by :mod:`.frames`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import rejects_of
+from sparkfield.core.practices import cached, cached_rows
+from sparkfield.core.report import Stats
+from sparkfield.process.analysis.filter_plan import FilterCall, apply_filters, plan_filters
+from sparkfield.process.analysis.petri import PetriNet
+from sparkfield.process.analysis.views import (
+    Views,
+    case_sequences,
+    compute_views,
+    resource_tables,
+    small_views,
+    tallies,
+)
+from sparkfield.process.analysis.views import variants as view_variants
+from sparkfield.process.eventlog.events import (
+    RAW_TS,
+    REASON,
+    classify,
+    good_events,
+    suspicious_timestamps,
+    with_classifier,
+)
+from sparkfield.process.eventlog.schema import (
+    ACTIVITY,
+    ATTRIBUTES,
+    CASE,
+    LIFECYCLE,
+    RESOURCE,
+    SRC_ORDER,
+    TIMESTAMP,
+)
+from sparkfield.process.extraction.extract import Extracted
+from sparkfield.process.extraction.mapping import Mapping
+from sparkfield.process.jobs.conformance_step import (
+    Conformance,
+    check_conformance,
+    label_mismatch,
+)
+from sparkfield.process.jobs.model_step import DiscoveredModel, discover_model
+from sparkfield.process.jobs.params import (
+    event_dates,
+)
+from sparkfield.process.jobs.statistics_step import LogStatistics, log_statistics
+
+log = logging.getLogger("sparkfield.process")
+
+
+# what a rejected event's record holds: the event as read
+REJECT_FIELDS = [CASE, ACTIVITY, RAW_TS, RESOURCE, LIFECYCLE, ATTRIBUTES]
+
+
+def note_empty_sources(stats: Stats, extracted: Extracted) -> None:
+    if extracted.empty_sources:
+        stats.counts["empty_sources"] = extracted.empty_sources
+        stats.note(f"empty source(s): {', '.join(extracted.empty_sources)}")
+
+
+def classify_extracted(extracted: Extracted, mapping: Mapping, dedupe: bool
+                       ) -> tuple[DataFrame, Column, dict[int, str]]:
+    """What :func:`compute` takes from an extraction: the rows with ``reject_reason``, the
+    rejects' source column (the activity's label) and the labels by ``src_order``."""
+    labels = {a.index: a.label for a in mapping.activities}
+    classified = classify(extracted.rows, mapping.min_timestamp, mapping.max_timestamp,
+                          dedupe=dedupe)
+    source = F.element_at(F.create_map(*[x for i, lab in labels.items()
+                                         for x in (F.lit(i), F.lit(lab))]), F.col(SRC_ORDER))
+    return classified, source, labels
+
+
+@dataclass
+class ProcessComputed:
+    """What :func:`compute` returns. The rows behind ``events`` and ``rejects`` stay cached
+    until the ``stack`` given to compute closes, so the writer reads them from the cache."""
+
+    events: DataFrame
+    views: Views
+    small: dict[str, pd.DataFrame]  # dfg, activities, start and end activities, collected
+    rejects: DataFrame
+    stats: Stats
+    statistics: LogStatistics | None = None  # when the job's ``statistics`` is on
+    model: DiscoveredModel | None = None  # when the job's ``model`` is on
+    conformance: Conformance | None = None  # when ``conformance`` is on and a model is there
+
+
+def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
+            stack: ExitStack, input_name: str | None = None,
+            given_model: PetriNet | None = None, log_filters: Sequence[FilterCall] = (),
+            timezone: str = "UTC") -> ProcessComputed:
+    """Classified rows in (``src_order`` names the source in ``labels``, ``source`` is the
+    rejects' source column) with the job's parsed parameters ``p``; the good events, their
+    views, the rejects and what was counted out. ``log_filters`` (a mapping's) run before the
+    job's ``filters``; ``timezone`` is the log's (naive times in the filters' arguments, the
+    statistics' periods). Writes nothing; raises InputError when no row is a usable event."""
+    stats = Stats()
+    # one cache of every row: the events are read from it (not cached again, which would
+    # hold the log twice), and only a reject keeps the raw timestamp it is reported with
+    kept = classified.withColumn(RAW_TS, F.when(F.col(REASON).isNotNull(), F.col(RAW_TS)))
+    rows = stack.enter_context(cached(kept, "classified_rows", report=stats))
+    with stats.step("validate"):
+        counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
+    _account(stats, counts, labels)
+    _require_events(stats, input_name)
+    ev = with_classifier(good_events(rows), p.classifier)
+    n_events = sum(r["count"] for r in counts if r[REASON] is None)
+    _report_suspicious(stats, ev, p)  # of every good event, before the filters
+    calls = [*log_filters, *plan_filters(p.filters)]
+    if calls:
+        ev = apply_filters(ev, calls, stats, stack, timezone)
+        n_events = stats.counts["filters"][-1]["events_kept"]
+    # the statistics' resource tables come from the sequences too: they carry the resource
+    seqs, n_cases = stack.enter_context(cached_rows(
+        case_sequences(ev, resource=bool(p.statistics)), "case_sequences", report=stats))
+    with stats.step("views"):
+        views = compute_views(ev, seqs, n_cases)
+        counted = tallies(seqs).toPandas()  # every small table in one job
+        small = small_views(counted)
+    # the per-case table feeds the variants, the duration statistics and cases.csv: made
+    # from the sequences once, not once for each
+    case_table = stack.enter_context(cached(views.cases, "cases", report=stats))
+    views = replace(views, cases=case_table, variants=view_variants(case_table, n_cases))
+    model = None
+    if p.model:
+        with stats.step("discover_model"):
+            model = discover_model(small)
+        stats.counts["model"] = model.sizes()
+    conformance = None
+    net = given_model or (model.net if model is not None else None)
+    if p.conformance and net is not None:
+        mismatch = None if given_model is None else \
+            label_mismatch(given_model, small["activities"][ACTIVITY])
+        if mismatch:
+            stats.notes.append(mismatch)
+            log.warning(mismatch)
+        with stats.step("conformance"):
+            conformance = check_conformance(seqs, net, stack)
+        stats.counts["conformance"] = {
+            "model": "conformance_model" if given_model is not None else "discovered",
+            **{k: round(v, 6) for k, v in conformance.figures.items()},
+            "non_fitting_variants": len(conformance.non_fitting)}
+    elif p.conformance:
+        stats.note("conformance not checked: no model (model is off and no conformance_model "
+                   "was given)")
+    statistics = None
+    if p.statistics:
+        with stats.step("statistics"):
+            statistics, notes = log_statistics(ev, views.cases, p.statistics_period,
+                                               plausible_dates(p), timezone,
+                                               resource_tables(counted))
+        for text in notes:
+            stats.note(text)
+    stats.counts["cases"] = n_cases
+    with stats.step("count_variants"):
+        stats.counts["variants"] = views.variants.count()
+    stats.outputs["events"] = n_events
+    return ProcessComputed(events=ev, views=views, small=small,
+                           rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
+                           statistics=statistics, model=model, conformance=conformance)
+
+
+def _require_events(stats: Stats, input_name: str | None) -> None:
+    """No usable event at all is bad input (exit 2), not an empty result."""
+    good = sum(s["events"] for s in stats.counts["by_source"].values())
+    if good:
+        return
+    total = stats.inputs.get("rows", 0)
+    reasons: dict[str, int] = {}
+    for by_reason in stats.rejects.values():
+        for reason, n in by_reason.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    why = ", ".join(f"{r}={n}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1]))
+    detail = f"all {total} rows rejected: {why}" if total else "no rows"
+    raise InputError(f"{input_name or 'input'}: no usable events ({detail})")
+
+
+def plausible_dates(p: Any) -> tuple[str, str]:
+    """The range outside which a kept event's date is reported as suspicious."""
+    dates = event_dates(p)
+    return (dates.suspect_before,
+            dates.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def _report_suspicious(stats: Stats, events: DataFrame, p: Any) -> None:
+    """Events with implausible dates are kept (as pm4py and Disco keep them) and reported."""
+    before, after = plausible_dates(p)
+    with stats.step("suspicious_timestamps"):
+        odd = suspicious_timestamps(events, before, after)
+    stats.counts["suspicious_timestamps"] = odd
+    if odd["events"]:
+        examples = "; ".join(f"case {e[CASE]} {e[ACTIVITY]} at {e[TIMESTAMP]}"
+                             for e in odd["examples"][:3])
+        text = (f"{odd['events']} event(s) in {odd['cases']} case(s) dated outside "
+                f"{before} .. {after} (from {odd['first']} to {odd['last']}), kept: "
+                f"{examples}. Set min_timestamp/max_timestamp to reject them")
+        stats.notes.append(text)
+        log.warning(text)
+
+
+def _account(stats: Stats, counts: list, labels: dict[int, str]) -> None:
+    per_source: dict[str, dict[str, int]] = {}
+    total = 0
+    for r in counts:
+        label = labels.get(r[SRC_ORDER], str(r[SRC_ORDER]))
+        slot = per_source.setdefault(label, {"rows": 0, "events": 0})
+        slot["rows"] += r["count"]
+        total += r["count"]
+        if r[REASON] is None:
+            slot["events"] += r["count"]
+        else:
+            stats.add_rejects(label, {r[REASON]: r["count"]})
+    stats.inputs["rows"] = total
+    stats.counts["by_source"] = per_source

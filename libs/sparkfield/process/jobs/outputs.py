@@ -1,0 +1,117 @@
+"""A classic log's run after its rows are classified: :func:`finish` computes (:mod:`.compute`),
+writes every output through one atomic writer and publishes the run report."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sparkfield.core.io import AtomicOutput, optional_output
+from sparkfield.core.report import RunReport
+from sparkfield.core.spark_ui import publish
+from sparkfield.process.analysis import petri, process_map
+from sparkfield.process.analysis.filter_plan import FilterCall
+from sparkfield.process.analysis.petri import to_pnml
+from sparkfield.process.eventlog import xes
+from sparkfield.process.eventlog.read import log_format
+from sparkfield.process.eventlog.schema import (
+    CASE,
+    ORDER,
+    SRC_ORDER,
+)
+from sparkfield.process.jobs.compute import ProcessComputed, compute
+from sparkfield.process.jobs.conformance_step import (
+    load_model,
+)
+from sparkfield.process.jobs.params import (
+    export_formats,
+)
+from sparkfield.process.jobs.result import ProcessResult
+from sparkfield.process.jobs.statistics_step import png
+
+log = logging.getLogger("sparkfield.process")
+
+
+def finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
+           report: RunReport, labels: dict[int, str], skew_ratio: float,
+           input_name: str | None, log_filters: Sequence[FilterCall] = (),
+           timezone: str = "UTC") -> ProcessResult:
+    """Compute the classic log (:func:`compute`), write its outputs into ``p.output`` (when
+    set) through one atomic writer, and publish the run report."""
+    given = None
+    if p.conformance and p.conformance_model:
+        with report.step("read_conformance_model"):
+            given = load_model(spark, p.conformance_model)
+    with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
+        c = compute(classified, source, labels, p, stack, input_name, given, log_filters,
+                    timezone)
+        report.merge(c.stats)
+        result = ProcessResult(events=c.events, views=c.small, report=report,
+                               rejects=report.total_rejects, output=p.output)
+        result.extras["views"] = c.views
+        result.extras["model"] = c.model
+        result.extras["conformance"] = c.conformance
+        if out is not None:
+            write_outputs(spark, p, out, c, report)
+        publish(spark, out, report, skew_ratio, p.max_reject_fraction)
+    log.info(report.summary())
+    return result
+
+
+def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
+                  report: RunReport) -> None:
+    ev, views, small = c.events, c.views, c.small
+    with report.step("write_events"):
+        out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
+                          .drop(SRC_ORDER))  # each case's events in event order
+    with report.step("write_views"):
+        for name in ("dfg", "activities", "start_activities", "end_activities"):
+            out.write_csv(f"{name}.csv", small[name])  # collected by compute: not again
+        out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",
+                                                                     "mean_duration_s"))
+        out.write_single_csv("cases.csv", views.cases.orderBy(CASE).select(
+            CASE, F.date_format("start", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("start"),
+            F.date_format("end", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("end"),
+            "duration_s", "events", "variant"))
+    formats = export_formats(p.exports, log_format(p.log) if getattr(p, "log", None)
+                             else None)
+    if "csv" in formats:
+        with report.step("write_csv_log"):
+            xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
+    if "xes" in formats:
+        with report.step("write_xes"):
+            xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
+    with report.step("process_map"):
+        dot = process_map.to_dot(small["dfg"], small["activities"], small["start_activities"],
+                                 small["end_activities"], p.top_k_arcs)
+        out.write_text("process_map.dot", dot)
+        if p.render_map:
+            with report.optional("process_map.svg"):
+                out.write_text("process_map.svg", process_map.render_svg(dot))
+    if c.model is not None:
+        with report.step("write_model"):
+            out.write_text("model/process_tree.txt", c.model.tree.to_string() + "\n")
+            out.write_bytes("model/model.pnml", to_pnml(c.model.net))
+            if p.render_map:
+                with report.optional("model/model.svg"):
+                    out.write_text("model/model.svg", petri.to_svg(c.model.net))
+    if c.conformance is not None:
+        with report.step("write_conformance"):
+            out.write_single_csv("conformance/cases.csv", c.conformance.cases.orderBy(CASE))
+            out.write_csv("conformance/non_fitting_variants.csv", c.conformance.non_fitting)
+    if c.statistics is not None:
+        with report.step("write_statistics"):
+            for name, text in c.statistics.csv_files().items():
+                out.write_text(name, text)
+            for name, fig in c.statistics.figures().items():
+                with report.optional(name):
+                    out.write_bytes(name, png(fig))
+    with report.step("write_rejects"):
+        out.write_parquet("rejects", c.rejects, partitions=1)
+    report.outputs["dfg_arcs"] = len(small["dfg"])
+    report.outputs["activities"] = len(small["activities"])

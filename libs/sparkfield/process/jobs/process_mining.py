@@ -1,0 +1,62 @@
+"""The process_mining job: the views, statistics, model and conformance of an existing event
+log (XES, CSV or Parquet)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sparkfield.core.conf import Config
+from sparkfield.core.errors import ConfigError
+from sparkfield.core.failures import raises_input_errors
+from sparkfield.core.report import RunReport
+from sparkfield.process.eventlog.events import (
+    classify,
+    sample_cases,
+)
+from sparkfield.process.eventlog.read import read_log
+from sparkfield.process.eventlog.xes_split import needs_one_range
+from sparkfield.process.jobs.outputs import finish
+from sparkfield.process.jobs.params import (
+    PROCESS_MINING,
+    EventDates,
+    event_dates,
+    report_params,
+)
+from sparkfield.process.jobs.result import ProcessResult
+
+log = logging.getLogger("sparkfield.process")
+
+
+@raises_input_errors
+def run(spark: SparkSession, cfg: Config) -> ProcessResult:
+    p = PROCESS_MINING.parse(cfg.job)
+    dates = event_dates(p)
+    if not p.log:
+        raise ConfigError("process_mining needs --log PATH")
+    try:
+        return _mine_log(spark, p, dates, cfg)
+    except Exception as exc:
+        if not needs_one_range(exc):
+            raise
+    # nothing was written: the output's staging went with the failed attempt
+    return _mine_log(spark, p, dates, cfg, one_range=True)
+
+
+def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
+              one_range: bool = False) -> ProcessResult:
+    seed = cfg.practices.sample_seed
+    report = RunReport("process_mining", params=report_params(p, seed))
+    if one_range:
+        report.note(f"{p.log}: a comment, CDATA section or processing instruction holding "
+                    "<trace crosses the end of a byte range: the log was read as one range")
+    with report.step("read_log"):
+        raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone, one_range,
+                                     p.csv_multiline),
+                           p.sample, seed)
+    classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
+    return finish(spark, p, classified, F.lit("log"), report, {0: "log"},
+                  cfg.practices.skew_ratio_threshold, p.log, timezone=p.timezone)

@@ -1,0 +1,121 @@
+"""The statistics the event_log and process_mining jobs write beside their views (Disco's
+statistics tab): :mod:`sparkfield.process.analysis.statistics` on the job's events, collected
+(each table
+is as small as its periods, activities and resources) and drawn."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkfield.process.analysis import statistics as st
+from sparkfield.process.eventlog.events import EVENT_ORDER, with_event_order
+from sparkfield.process.eventlog.schema import RESOURCE, TIMESTAMP
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+DURATION_BINS = 20
+
+
+@dataclass
+class LogStatistics:
+    """The statistics tables of one log, collected: name -> pandas frame."""
+
+    period: str
+    tables: dict[str, pd.DataFrame]
+
+    def csv_files(self) -> dict[str, str]:
+        """``statistics/<name>.csv`` -> its text."""
+        return {f"statistics/{name}.csv": frame.to_csv(index=False)
+                for name, frame in self.tables.items()}
+
+    def figures(self) -> dict[str, Figure]:
+        """``statistics/<name>.png`` -> its figure."""
+        t = self.tables
+        figs = {
+            "over_time": st.over_time_figure(t["events_over_time"], t["active_cases_over_time"],
+                                             self.period),
+            "case_durations": st.case_duration_figure(t["case_duration_histogram"]),
+            "activities": st.activities_figure(t["activities"]),
+        }
+        if not t["resources"].empty:
+            figs["resources"] = st.resources_figure(t["resources"])
+            figs["resource_activity"] = st.resource_activity_figure(t["resource_activity"])
+        return {f"statistics/{name}.png": fig for name, fig in figs.items()}
+
+
+def png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def log_statistics(events: DataFrame, cases: DataFrame, period: str,
+                   dated: tuple[str, str], timezone: str = "UTC",
+                   counted: dict[str, pd.DataFrame] | None = None
+                   ) -> tuple[LogStatistics, list[str]]:
+    """The statistics of the job's canonical ``events`` (cached) and its per-case table
+    ``cases`` (case_id, start, end, duration_s, ...) per ``period`` (hour, day, week or month:
+    wall-clock periods in ``timezone``, the log's), and notes on what the over-time tables
+    leave out. Those count only the events dated within ``dated`` (the job's plausible range:
+    a placeholder date such as 0001-01-01 would stretch them over centuries), and are left
+    out when they would hold over ``MAX_PERIODS`` periods. ``counted``: the activities,
+    resources, resource_activity and handover_of_work tables already collected (the job's
+    :func:`sparkfield.process.analysis.views.resource_tables`, from the per-case sequences), so no
+    pass over the events makes them again."""
+    ordered = with_event_order(events)
+    keys = {"order": EVENT_ORDER, "checked": True}  # validated events
+    timed, notes = _over_time(ordered, cases, period, dated, timezone)
+    frames = {
+        **timed,
+        "case_duration_histogram": st.case_duration_histogram(cases, DURATION_BINS),
+        "case_duration_summary": st.case_duration_summary(cases),
+        **(counted if counted is not None else {
+            "activities": st.activity_frequencies(ordered, **keys),
+            "resources": st.resource_frequencies(ordered, resource=RESOURCE, **keys),
+            "resource_activity": st.resource_activity_matrix(ordered, resource=RESOURCE,
+                                                             **keys),
+            "handover_of_work": st.handover_of_work(ordered, resource=RESOURCE, **keys),
+        }),
+    }
+    tables = {name: df if isinstance(df, pd.DataFrame) else df.toPandas()
+              for name, df in frames.items()}
+    return LogStatistics(period, tables), notes
+
+
+MAX_PERIODS = 20_000  # over-time tables longer than this are left out (a coarser period fits)
+_PERIOD_SECONDS = {"hour": 3_600, "day": 86_400, "week": 604_800, "month": 2_629_746}
+
+
+def _over_time(events: DataFrame, cases: DataFrame, period: str, dated: tuple[str, str],
+               timezone: str) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
+    """The two over-time tables of the events dated within ``dated``, or empty ones. When
+    every event is, the active cases come from the per-case table (start, end)."""
+    ts = F.col(TIMESTAMP)
+    inside = events.where(ts.between(F.to_timestamp(F.lit(dated[0])),
+                                     F.to_timestamp(F.lit(dated[1]))))
+    span = inside.agg(F.count(F.lit(1)).alias("n"), F.min(ts).alias("lo"),
+                      F.max(ts).alias("hi")).first()
+    notes = []
+    left_out = events.count() - int(span["n"])
+    if left_out:
+        notes.append(f"statistics over time: {left_out} event(s) dated outside {dated[0]} .. "
+                     f"{dated[1]} left out")
+    periods = ((span["hi"] - span["lo"]).total_seconds() / _PERIOD_SECONDS[period]
+               if span["n"] else 0)
+    if periods > MAX_PERIODS:
+        notes.append(f"statistics over time left out: {periods:,.0f} {period}s from "
+                     f"{span['lo']} to {span['hi']}; choose a longer statistics_period")
+        return {"events_over_time": pd.DataFrame(columns=["period_start", "events"]),
+                "active_cases_over_time": pd.DataFrame(columns=["period_start", "cases"])}, notes
+    keys = {"order": EVENT_ORDER, "timezone": timezone, "checked": True}
+    active = (st.active_cases_over_time(inside, period, **keys) if left_out else
+              st.active_cases_from_cases(cases, period, timezone=timezone))
+    return {"events_over_time": st.events_over_time(inside, period, **keys),
+            "active_cases_over_time": active}, notes

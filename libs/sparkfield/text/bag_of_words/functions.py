@@ -1,0 +1,202 @@
+"""The bag_of_words steps as DataFrame -> DataFrame functions: HTML to text, text to Punkt
+sentences, text to tokens by the pinned rule, token arrays to the pinned vocabulary.
+
+They use the DataFrame API only (pandas UDFs run the Python side in Spark's Python workers),
+so they work on classic Spark and over Spark Connect alike. The Spark ML stages of
+:mod:`sparkfield.text.bag_of_words.stages` call them, and so does the bag_of_words job. Every
+input row is
+kept (except by ``split_sentences(explode=True)``); a null input gives no text, no sentences,
+no tokens, never an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.columns import column, quoted
+from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.stopwords import english_stopwords
+from sparkfield.core.workers import keep_archive_directories
+from sparkfield.text.bag_of_words.normalise import sentences, tokens
+from sparkfield.text.bag_of_words.parse import check_extract, parse_page
+from sparkfield.text.bag_of_words.stage_params import job_default, vocabulary_args
+from sparkfield.text.bag_of_words.vectorise import token_stats, top_vocabulary
+from sparkfield.text.pages.charset import decode_page, header_charset
+from sparkfield.text.params import SCHEMA
+
+PARSED = T.StructType([T.StructField(name, T.StringType(), True)
+                       for name in ("title", "text", "error")])
+WORDS = T.ArrayType(T.StringType(), False)
+STOPWORDS = SCHEMA.by_key["stopwords"].choices
+
+
+def _column_type(df: DataFrame, name: str) -> T.DataType:
+    if name not in df.columns:
+        raise InputError(f"no column {name!r} (columns: {', '.join(df.columns)})")
+    return df.schema[name].dataType
+
+
+def _require_text(df: DataFrame, name: str) -> None:
+    kind = _column_type(df, name)
+    if not isinstance(kind, T.StringType):
+        raise InputError(f"column {name!r} must be a string column, not {kind.simpleString()}")
+
+
+def _require_tokens(df: DataFrame, name: str) -> None:
+    kind = _column_type(df, name)
+    if not (isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType)):
+        raise InputError(f"column {name!r} must hold token arrays (array<string>), "
+                         f"not {kind.simpleString()}")
+
+
+def _require_new(df: DataFrame, names: Sequence[str]) -> None:
+    taken = [n for n in names if n in df.columns]
+    if taken:
+        raise ConfigError(f"output column {taken[0]!r} already exists")
+    if len(set(names)) < len(names):
+        raise ConfigError(f"output columns must differ, got {list(names)}")
+
+
+def _kept(df: DataFrame, columns: Sequence[str] | None = None) -> list:
+    """``df``'s own references to ``columns`` (all of its columns by default), by their exact
+    names."""
+    return [df[quoted(c)] for c in (df.columns if columns is None else columns)]
+
+
+# ---- HTML -> text -----------------------------------------------------------------------
+
+def html_to_text(df: DataFrame, input_col: str = "html", output_col: str = "text",
+                 title_col: str | None = "title", error_col: str | None = None,
+                 extract: str = job_default("extract"), selector: str = job_default("selector"),
+                 charset_col: str | None = None) -> DataFrame:
+    """``df`` with each page's text in ``output_col``, its ``<title>`` in ``title_col`` and,
+    given ``error_col``, why a page has no text (None: the column is left out).
+
+    ``extract``: ``main`` (trafilatura's main content) or ``selector`` (the text of the
+    ``selector`` elements). The HTML column holds text, or bytes decoded by the charset rules
+    of :mod:`sparkfield.text.pages.charset` (byte-order mark, then ``charset_col``'s Content-Type
+    header or charset label, then the page's ``<meta>``, then detection). A null page, a page
+    without text and one the parser cannot read get a null text (and their reason)."""
+    check_extract(extract)
+    if extract == "selector" and not selector.strip():
+        raise ConfigError("extract: selector needs a CSS selector")
+    kind = _column_type(df, input_col)
+    if not isinstance(kind, T.StringType | T.BinaryType):
+        raise InputError(f"column {input_col!r} must hold HTML as a string or binary column, "
+                         f"not {kind.simpleString()}")
+    outputs = [(c, f) for c, f in ((output_col, "text"), (title_col, "title"),
+                                   (error_col, "error")) if c]
+    _require_new(df, [c for c, _ in outputs])
+    if charset_col:
+        _require_text(df, charset_col)
+    charset = column(charset_col) if charset_col else F.lit(None).cast("string")
+    udf = _parse_udf(extract, selector, isinstance(kind, T.BinaryType))
+    tmp = _free_name(df, "__parsed")
+    parsed = df.withColumn(tmp, udf(column(input_col), charset))
+    return parsed.select(*_kept(parsed, df.columns),
+                         *[parsed[tmp][f].alias(c) for c, f in outputs])
+
+
+def _free_name(df: DataFrame, name: str) -> str:
+    while name in df.columns:
+        name = f"_{name}"
+    return name
+
+
+def _parse_udf(extract: str, selector: str, binary: bool):
+    """The pandas UDF (html, charset) -> (title, text, error) of :func:`parse_page`."""
+
+    def parse(batches: Iterator[tuple[pd.Series, pd.Series]]) -> Iterator[pd.DataFrame]:
+        keep_archive_directories()
+        for html, charset in batches:
+            pages = ([_decoded(raw, label) for raw, label in zip(html, charset, strict=True)]
+                     if binary else html)
+            rows = [parse_page(page, extract, selector) for page in pages]
+            yield pd.DataFrame(rows, columns=PARSED.names)
+
+    return F.pandas_udf(parse, PARSED)
+
+
+def _decoded(raw: bytes | None, label: str | None) -> str | None:
+    return None if raw is None else decode_page(bytes(raw), header_charset(label)).text
+
+
+# ---- sentences and tokens ---------------------------------------------------------------
+
+def split_sentences(df: DataFrame, input_col: str = "text", output_col: str = "sentences",
+                    explode: bool = False, index_col: str = "sentence_idx") -> DataFrame:
+    """``df`` with the Punkt sentences of ``input_col`` (each line split on its own) as an
+    array in ``output_col`` (a null text has none). ``explode``: one row per sentence
+    instead, the sentence in ``output_col`` and its position (0, 1, ...) in ``index_col``;
+    rows without a sentence are dropped."""
+    _require_text(df, input_col)
+    split = _sentences_udf()(column(input_col))
+    if not explode:
+        _require_new(df, [output_col])
+        return df.withColumn(output_col, split)
+    _require_new(df, [index_col, output_col])
+    return df.select(*_kept(df), F.posexplode(split).alias(index_col, output_col))
+
+
+def _sentences_udf():
+    def split(texts: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        keep_archive_directories()
+        for batch in texts:
+            yield pd.Series([sentences(t) if t is not None else [] for t in batch],
+                            dtype=object)
+
+    return F.pandas_udf(split, WORDS)
+
+
+def stopword_set(stopwords: str) -> frozenset[str]:
+    """The words ``stopwords`` (a value of the job's ``stopwords`` key) names."""
+    if stopwords not in STOPWORDS:
+        raise ConfigError(f"stopwords must be one of {', '.join(STOPWORDS)}, got {stopwords!r}")
+    return frozenset(english_stopwords()) if stopwords == "english" else frozenset()
+
+
+def tokenize(df: DataFrame, input_col: str = "text", output_col: str = "tokens",
+             stopwords: str = job_default("stopwords")) -> DataFrame:
+    """``df`` with the tokens of ``input_col`` in ``output_col``: the text lower-cased, then
+    its runs of Python-regex ``\\w`` characters, in order; ``stopwords="english"`` leaves
+    NLTK's English stopwords out. A null text has no tokens (an empty array, which Spark's
+    ``CountVectorizer`` takes)."""
+    _require_text(df, input_col)
+    _require_new(df, [output_col])
+    return df.withColumn(output_col, _tokens_udf(stopword_set(stopwords))(column(input_col)))
+
+
+def _tokens_udf(stop: frozenset[str]):
+    def split(texts: Iterator[pd.Series]) -> Iterator[pd.Series]:
+        keep_archive_directories()
+        for batch in texts:
+            words = [tokens(t) if t is not None else [] for t in batch]
+            if stop:
+                words = [[w for w in ws if w not in stop] for ws in words]
+            yield pd.Series(words, dtype=object)
+
+    return F.pandas_udf(split, WORDS)
+
+
+# ---- vocabulary -------------------------------------------------------------------------
+
+def token_vocabulary(df: DataFrame, input_col: str = "tokens",
+                     vocab_size: int = job_default("vocab_size"),
+                     min_df: float = job_default("min_df")) -> DataFrame:
+    """The vocabulary of the token arrays of ``input_col`` (one row a document) by the job's
+    rule: word, count (occurrences), documents (rows containing it), rank; the ``vocab_size``
+    most frequent words of at least ``min_df`` documents (below 1: that fraction of the rows,
+    as Spark's ``CountVectorizer`` reads it), ties broken by word. A null inside an array is no
+    word. The arguments are checked as ``PinnedCountVectorizer`` checks its params (a
+    ConfigError naming the argument). Runs Spark jobs (the count for a fraction, the top
+    words)."""
+    vocab_size, min_df = vocabulary_args(vocab_size, min_df)
+    _require_tokens(df, input_col)
+    if min_df < 1:
+        min_df = min_df * df.count()
+    return top_vocabulary(token_stats(df, input_col), vocab_size, min_df)

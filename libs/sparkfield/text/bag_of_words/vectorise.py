@@ -1,0 +1,171 @@
+"""Term counts, the vocabulary (pinned: count desc, then word) and Spark ML vectors.
+
+Documents are counted where they are tokenised: the Python worker turns each text into its
+distinct terms and their counts (``term_counts``), so only one row per (document, distinct
+term) reaches the JVM instead of one per token. The vocabulary is aggregated from those rows
+and the sparse vectors are built from them (``term_vectors``). Sentences keep their token
+arrays (they are part of the output) and are vectorised by Spark ML's ``CountVectorizerModel``
+(``token_vectors``); both ways give the same vector for the same tokens.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.ml.feature import IDF, CountVectorizerModel
+from pyspark.ml.linalg import VectorUDT
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.columns import column
+from sparkfield.core.workers import in_worker
+from sparkfield.text.bag_of_words.normalise import tokens
+
+VECTOR_MODES = ("binary", "count", "tfidf")
+TERMS = "terms"
+COUNTS = "counts"
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in VECTOR_MODES:
+        raise ValueError(f"vector must be one of {VECTOR_MODES}, got {mode!r}")
+
+
+def term_counts(df: DataFrame, text_col: str = "text", keep: Sequence[str] = ("doc_id",)
+                ) -> DataFrame:
+    """One row per input row: ``keep`` columns, ``terms`` (distinct tokens, in order of first
+    appearance) and ``counts`` (occurrences of each). A null text has no terms."""
+    fields = [df.schema[c] for c in keep]
+    schema = T.StructType([*fields,
+                           T.StructField(TERMS, T.ArrayType(T.StringType(), False), False),
+                           T.StructField(COUNTS, T.ArrayType(T.IntegerType(), False), False)])
+    keep = list(keep)
+
+    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            terms, counts = [], []
+            for text in b.column(text_col).to_pylist():
+                c = Counter(tokens(text)) if text else Counter()
+                terms.append(list(c))
+                counts.append(list(c.values()))
+            cols = [b.column(k) for k in keep]
+            yield pa.RecordBatch.from_arrays(
+                [*cols, pa.array(terms, pa.list_(pa.string())),
+                 pa.array(counts, pa.list_(pa.int32()))], names=[*keep, TERMS, COUNTS])
+
+    return df.select(*map(column, [*keep, text_col])).mapInArrow(in_worker(count), schema)
+
+
+def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
+               stopwords: Sequence[str] = ()) -> DataFrame:
+    """The ``size`` most frequent terms of ``term_counts`` rows (one row per document): word,
+    count (total occurrences), documents (rows containing it), rank.
+
+    Computed explicitly rather than by ``CountVectorizer.fit`` so that ties are broken the same
+    way every run (by word) and the counts come out with the vocabulary."""
+    pairs = terms.select(F.explode(F.arrays_zip(TERMS, COUNTS)).alias("t")).select(
+        F.col(f"t.{TERMS}").alias("word"), F.col(f"t.{COUNTS}").alias("n"))
+    if stopwords:
+        pairs = pairs.where(~F.col("word").isin(list(stopwords)))
+    # terms are distinct within a row, so counting rows counts documents
+    stats = pairs.groupBy("word").agg(F.sum("n").alias("count"),
+                                      F.count(F.lit(1)).alias("documents"))
+    return top_vocabulary(stats, size, min_df)
+
+
+def token_stats(df: DataFrame, tokens_col: str = "tokens") -> DataFrame:
+    """word, count (occurrences), documents (rows containing it) of the token arrays of
+    ``tokens_col``, one row a document; a null inside an array is no word."""
+    # the row id is taken before the explode: in the same projection Spark would number the
+    # exploded rows
+    rows = df.select(F.monotonically_increasing_id().alias("_row"),
+                     column(tokens_col).alias("_tokens")) \
+        .select("_row", F.explode("_tokens").alias("word")).where(F.col("word").isNotNull())
+    per_row = rows.groupBy("_row", "word").agg(F.count(F.lit(1)).alias("n"))
+    return per_row.groupBy("word").agg(F.sum("n").alias("count"),
+                                       F.count(F.lit(1)).alias("documents"))
+
+
+def top_vocabulary(stats: DataFrame, size: int, min_df: float = 1,
+                   stopwords: Sequence[str] = ()) -> DataFrame:
+    """The ``size`` most frequent words of ``stats`` (word, count, documents) in at least
+    ``min_df`` documents, ties by word: word, count, documents, rank. The one vocabulary rule
+    of the job and of :class:`~sparkfield.text.bag_of_words.stages.PinnedCountVectorizer`."""
+    if stopwords:
+        stats = stats.where(~F.col("word").isin(list(stopwords)))
+    if min_df > 1:
+        stats = stats.where(F.col("documents") >= min_df)
+    top = stats.orderBy(F.desc("count"), "word").limit(size).collect()
+    rows = [(r["word"], int(r["count"]), int(r["documents"]), i + 1) for i, r in enumerate(top)]
+    return stats.sparkSession.createDataFrame(
+        rows, "word string, count long, documents long, rank int")
+
+
+def _sparse_rows(terms: pa.ListArray, counts: pa.ListArray, value_set: pa.Array, size: int,
+                 binary: bool) -> pa.StructArray:
+    """One sparse vector per row, in VectorUDT's storage layout (type 0 = sparse), computed
+    with Arrow kernels and numpy over the whole batch: no Python loop per term."""
+    n_rows = len(terms)
+    lengths = np.diff(terms.offsets.to_numpy())  # offsets of this slice, not of the buffer
+    if not np.array_equal(lengths, np.diff(counts.offsets.to_numpy())):
+        raise ValueError("terms and counts differ in length in some row")
+    idx = pc.index_in(terms.flatten(), value_set=value_set)
+    hit = idx.is_valid().to_numpy(zero_copy_only=False)
+    rows = np.repeat(np.arange(n_rows, dtype=np.int32), lengths)[hit]
+    ids = idx.drop_null().to_numpy().astype(np.int32)
+    vals = (np.ones(len(ids)) if binary
+            else counts.flatten().to_numpy().astype(np.float64)[hit])
+    order = np.lexsort((ids, rows))
+    offsets = np.zeros(n_rows + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=offsets[1:])
+    return pa.StructArray.from_arrays(
+        [pa.array(np.zeros(n_rows, np.int8)), pa.array(np.full(n_rows, size, np.int32)),
+         pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids[order])),
+         pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals[order]))],
+        names=["type", "size", "indices", "values"])
+
+
+def term_vectors(terms: DataFrame, vocab: Sequence[str], mode: str, out_col: str = "vector"
+                 ) -> DataFrame:
+    """Sparse vectors (indices = vocabulary ranks - 1) from ``term_counts`` rows; the term
+    columns are dropped. ``binary`` 1.0 per present term, ``count`` occurrences, ``tfidf``
+    counts weighted by Spark ML's ``IDF`` fitted on these rows."""
+    _check_mode(mode)
+    size = len(vocab)
+    binary = mode == "binary"
+    keep = [c for c in terms.columns if c not in (TERMS, COUNTS)]
+    tmp = "__tf" if mode == "tfidf" else out_col
+    schema = T.StructType([*(terms.schema[c] for c in keep),
+                           T.StructField(tmp, VectorUDT(), False)])
+    words = list(vocab)
+
+    def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        value_set = pa.array(words, pa.string())
+        for b in batches:
+            vecs = _sparse_rows(b.column(TERMS), b.column(COUNTS), value_set, size, binary)
+            yield pa.RecordBatch.from_arrays([*(b.column(k) for k in keep), vecs],
+                                             names=[*keep, tmp])
+
+    counted = terms.mapInArrow(in_worker(build), schema)
+    return counted if mode != "tfidf" else _tfidf(counted, tmp, out_col)
+
+
+def token_vectors(df: DataFrame, vocab: Sequence[str], mode: str, tokens_col: str = "tokens",
+                  out_col: str = "vector") -> DataFrame:
+    """Sparse vectors of token arrays with Spark ML's ``CountVectorizerModel``."""
+    _check_mode(mode)
+    tmp = "__tf" if mode == "tfidf" else out_col
+    cv = CountVectorizerModel.from_vocabulary(list(vocab), inputCol=tokens_col, outputCol=tmp,
+                                              binary=(mode == "binary"))
+    counted = cv.transform(df)
+    return counted if mode != "tfidf" else _tfidf(counted, tmp, out_col)
+
+
+def _tfidf(counted: DataFrame, tf_col: str, out_col: str) -> DataFrame:
+    model = IDF(inputCol=tf_col, outputCol=out_col).fit(counted)
+    return model.transform(counted).drop(tf_col)

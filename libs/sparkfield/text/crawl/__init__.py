@@ -1,0 +1,2 @@
+"""Polite fetching: requests with deadlines and size caps, robots.txt and Crawl-delay, conditional
+revalidation, and the state a crawl keeps between runs."""

@@ -1,0 +1,829 @@
+"""Web archives (WARC and WET, ISO 28500) as pages: ``--warc PATH``.
+
+The files are listed on the driver (a file, a folder read recursively or a glob, on any
+filesystem ``pyarrow.fs`` opens from a URI) and read by the executors: the driver packs them by
+size into one group a task (only their paths travel), each task streams its files' records
+(plain or per-record gzip), one record in memory at a time and at most ``max_bytes`` of its
+payload. Records of the shape every well-formed archive has are cut out exactly and inflated
+whole (:mod:`sparkfield.text.warc.records`, ISA-L's inflater where installed); from the first
+record of any other shape on, the rest of the file is read by warcio's ArchiveIterator. Both
+paths hand their records to the same code, so they give the same rows. What comes back is one
+row per page, per reject and per (record type, count):
+
+* a ``response`` record with an HTTP status 2xx and an HTML Content-Type is a page (url =
+  WARC-Target-URI, fetched_at = WARC-Date, the payload de-chunked and decompressed, decoded by
+  the charset rules of :mod:`sparkfield.text.pages.charset`);
+* a WET ``conversion`` record is a page whose ``html`` holds plain text already
+  (content_type ``text/plain``): the parse step takes it as the document's text;
+* other responses (another status, another media type) and every other record type are counted;
+* broken input (a record cut short, a wrong Content-Length, a missing header, a response
+  without HTTP, broken chunking or compression, a gzip member holding several records, a file
+  that is not WARC) is a reject with its reason. After a broken record the reader looks for the
+  next record start (a gzip member or a ``WARC/1.x`` line) and goes on from there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import io
+import os
+import re
+import zlib
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import accumulate
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from sparkfield.core.errors import InputError
+from sparkfield.core.io import rejects_of
+from sparkfield.core.practices import balance
+from sparkfield.core.workers import in_worker
+from sparkfield.text.crawl.fetch import conform_pages
+from sparkfield.text.crawl.request import http_reason
+from sparkfield.text.pages.charset import declared_codec, decode_page, header_charset
+from sparkfield.text.pages.listing import walk_local
+from sparkfield.text.pages.saved import parse_partitions
+from sparkfield.text.pages.sniff import sent_as_html_type
+from sparkfield.text.warc.http_body import BodyError, coding_list, dechunk, decode_body
+
+__all__ = ["RECORDS_SCHEMA", "TEXT_TYPE", "WarcCounts", "list_warc_files", "read_warc",
+           "warc_counts", "warc_pages", "warc_rejects"]
+
+TEXT_TYPE = "text/plain"  # the content_type of a page whose html column holds text (WET)
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+RECORDS_SCHEMA = T.StructType([
+    T.StructField("kind", T.StringType(), False),  # page | reject | records | skipped
+    T.StructField("file", T.StringType(), True),
+    T.StructField("offset", T.LongType(), True),
+    T.StructField("warc_type", T.StringType(), True),
+    T.StructField("url", T.StringType(), True),
+    T.StructField("fetched_at", T.TimestampType(), True),
+    T.StructField("status", T.IntegerType(), True),
+    T.StructField("content_type", T.StringType(), True),
+    T.StructField("html", T.StringType(), True),
+    T.StructField("charset", T.StringType(), True),
+    T.StructField("charset_source", T.StringType(), True),
+    T.StructField("reason", T.StringType(), True),  # a reject's or a skipped record's reason
+    T.StructField("detail", T.StringType(), True),
+    T.StructField("n", T.LongType(), True),  # records counted (kinds records and skipped)
+])
+REJECT_FIELDS = ("file", "offset", "warc_type", "url", "detail")
+MAX_REJECTS_PER_FILE = 1000  # a file this broken is given up (one more reject says so)
+PLANNED_MAX_FILES = 100_000  # up to this many files, each task's list travels in the plan
+_MAGICS = (b"\x1f\x8b\x08", b"WARC/1.")  # where a record may start: a gzip member, a header
+_CHUNK = 1 << 20
+_GLOB = set("*?[")
+# what makes a path a URI: a scheme and ://, or file: (a local file or folder of that very
+# name aside)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://|file:", re.IGNORECASE)
+
+
+# ---- listing (driver) ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Listing:
+    """The files of a ``--warc`` path: the URI their filesystem is opened from, (path on that
+    filesystem, size) of each, the files that cannot be read (path -> why: a broken link, an
+    unreadable folder) and the directory links not followed (to a folder listed already)."""
+
+    fs_uri: str
+    files: list[tuple[str, int]]
+    unreadable: dict[str, str] = field(default_factory=dict)
+    revisits: int = 0
+
+
+def _filesystem(uri: str) -> tuple[Any, str]:
+    from pyarrow import fs
+
+    try:
+        return fs.FileSystem.from_uri(uri)
+    except Exception as exc:  # an unknown scheme, a missing driver (libhdfs), bad credentials
+        raise InputError(f"WARC input {uri}: cannot open its filesystem ({exc})") from None
+
+
+def _open(path: str) -> tuple[Any, str, str]:
+    """The filesystem of ``path``, the URI the executors open it from again, and ``path`` on
+    it. A URI's filesystem is opened from the part before any wildcard (and its query after
+    ``?``); anything else is a local path, ``:`` in it or not."""
+    from pyarrow import fs
+
+    uri = _URI.match(path)
+    if uri is None or os.path.lexists(path):
+        return fs.LocalFileSystem(), "/", os.path.abspath(path)
+    rest, q, query = path[uri.end():].partition("?")
+    parts = rest.split("/")
+    k = next((i for i, part in enumerate(parts) if _GLOB & set(part)), len(parts))
+    fs_uri = uri.group() + "/".join(parts[:k]) + q + query
+    filesystem, base = _filesystem(fs_uri)
+    return filesystem, fs_uri, "/".join([base.rstrip("/"), *parts[k:]]) if k < len(parts) \
+        else base
+
+
+def _glob_base(filesystem: Any, full: str) -> tuple[str, str] | None:
+    """The deepest folder of the glob ``full`` that exists as written and the pattern below
+    it; None when there is none."""
+    from pyarrow import fs
+
+    parts = full.split("/")
+    first = next(i for i, part in enumerate(parts) if _GLOB & set(part))
+    for i in range(len(parts) - 1, first - 1, -1):
+        pattern = "/".join(parts[i:])
+        if _GLOB & set(pattern):
+            base = "/".join(parts[:i]) or "/"
+            if filesystem.get_file_info(base).type == fs.FileType.Directory:
+                return base, pattern
+    return None
+
+
+def _hidden(path: str, base: str) -> bool:
+    rel = path[len(base):].lstrip("/")
+    return any(part.startswith((".", "_")) for part in rel.split("/"))
+
+
+def list_warc_files(path: str) -> Listing:
+    """The files of ``path``: a file, a folder read recursively (names starting with . or _
+    left out; each folder once, however many links lead to it) or a glob. A path that exists
+    is taken as written; one that does not and holds ``*``, ``?`` or ``[`` is a glob, matched
+    below its deepest folder that exists. InputError when there are none or the filesystem
+    cannot be opened or listed."""
+    filesystem, fs_uri, full = _open(path)
+    try:
+        listing = _list(filesystem, fs_uri, full, path)
+    except OSError as exc:  # a store that cannot be reached, a folder that cannot be read
+        raise InputError(f"WARC input {path}: cannot list it ({exc})") from None
+    if not listing.files:
+        broken = "".join(f" ({f}: {why})" for f, why in list(listing.unreadable.items())[:1])
+        raise InputError(f"no WARC files in {path}{broken}")
+    return listing
+
+
+def _list(filesystem: Any, fs_uri: str, full: str, path: str) -> Listing:
+    from pyarrow import fs
+
+    info = filesystem.get_file_info(full)
+    if info.type == fs.FileType.File:
+        return Listing(fs_uri, [(full, info.size)])
+    found = (full, None) if info.type == fs.FileType.Directory else \
+        _glob_base(filesystem, full) if _GLOB & set(full) else None
+    if found is None:
+        raise InputError(f"WARC input not found: {path}")
+    base, pattern = found
+    if filesystem.type_name == "local":  # directory links followed once (no loop)
+        walked = walk_local(base, base.rstrip("/"), path, what="WARC input")
+        files, unreadable, revisits = walked.files, walked.unreadable, walked.revisits
+    else:
+        selector = fs.FileSelector(base, recursive=True)
+        files = {f.path: f.size for f in filesystem.get_file_info(selector)
+                 if f.type == fs.FileType.File}
+        unreadable, revisits = {}, 0
+
+    def wanted(f: str) -> bool:
+        return not _hidden(f, base) and (
+            pattern is None or fnmatch.fnmatchcase(f[len(base):].lstrip("/"), pattern))
+
+    return Listing(fs_uri, sorted((f, s) for f, s in files.items() if wanted(f)),
+                   {f: why for f, why in sorted(unreadable.items()) if wanted(f)}, revisits)
+
+
+# ---- reading (executors) ------------------------------------------------------------------
+
+class _Positioned(io.RawIOBase):
+    """A forward-only stream that knows its offset in the file (warcio asks ``tell``): the
+    bytes already read while looking for a record start come first."""
+
+    def __init__(self, stream: Any, start: int, head: bytes = b""):
+        self.stream, self.pos, self.head = stream, start, head
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def close(self) -> None:
+        if not self.closed:
+            self.stream.close()
+        super().close()
+
+    def read(self, size: int = -1) -> bytes:
+        if self.head:
+            n = len(self.head) if size is None or size < 0 else size
+            out, self.head = self.head[:n], self.head[n:]
+        else:
+            out = self.stream.read() if size is None or size < 0 else self.stream.read(size)
+        self.pos += len(out)
+        return bytes(out)
+
+
+def _open_at(filesystem: Any, path: str, offset: int) -> _Positioned:
+    """The file streamed from ``offset``: a seek where the file system allows one, else the
+    bytes before it are read and dropped."""
+    try:
+        file = filesystem.open_input_file(path)
+    except (NotImplementedError, pa.ArrowNotImplementedError):
+        file = None
+    if file is not None:
+        at = min(offset, file.size())  # past the end: nothing more to read, as when streamed
+        file.seek(max(at, 0))  # before the start (an offset warcio counts back): the start
+        return _Positioned(pa.BufferedInputStream(file, _CHUNK), at)
+    stream = filesystem.open_input_stream(path, compression=None, buffer_size=_CHUNK)
+    left = offset
+    while left > 0:
+        got = stream.read(min(left, _CHUNK))
+        if not got:
+            break
+        left -= len(got)
+    return _Positioned(stream, offset - left)
+
+
+def _next_start(filesystem: Any, path: str, after: int) -> _Positioned | None:
+    """The file streamed from the first possible record start past ``after``, or None."""
+    src = _open_at(filesystem, path, after + 1)
+    pos, tail = src.pos, b""
+    while True:
+        chunk = src.read(_CHUNK)
+        if not chunk:
+            return None
+        buf = tail + chunk
+        hits = [i for i in (buf.find(m) for m in _MAGICS) if i >= 0]
+        if hits:
+            i = min(hits)
+            src.pos, src.head = pos + i, buf[i:]
+            return src
+        keep = min(len(buf), max(len(m) for m in _MAGICS) - 1)
+        pos, tail = pos + len(buf) - keep, buf[-keep:]
+
+
+@dataclass
+class _FileReader:
+    """One file's rows: pages, rejects and the counts by record type."""
+
+    filesystem: Any
+    path: str
+    max_bytes: int
+    framed: bool = True  # False: every record read by warcio's ArchiveIterator
+    types: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    rejects: int = 0
+    size: int | None = None  # the file's, once a reject asks whether the file was cut short
+
+    def rows(self) -> Iterator[dict]:
+        resume = (yield from self._framed()) if self.framed else 0
+        start = None if resume is None else _open_at(self.filesystem, self.path, resume)
+        resyncing, going_on = False, True  # warcio's first run goes on from the framed records
+        while start is not None and (going_on or self.rejects < MAX_REJECTS_PER_FILE):
+            going_on = False
+            failed = yield from self._records(start, resyncing)
+            if failed is None:
+                break
+            start, resyncing = _next_start(self.filesystem, self.path, failed), True
+        if self.rejects >= MAX_REJECTS_PER_FILE:
+            yield self._reject(None, None, None, "too_many_errors",
+                               f"more than {MAX_REJECTS_PER_FILE} broken records: the rest of "
+                               "the file is not read")
+        if not self.types and not self.rejects:
+            yield self._reject(0, None, None, "empty", "no WARC record in the file")
+        yield from self._counts()
+
+    def _framed(self) -> Iterator[dict]:
+        """The rows of the records framed exactly by :mod:`sparkfield.text.warc.records`, read
+        by the same code as warcio's; returns None when that was the whole file, else the
+        offset warcio's reader goes on from (a record that is not framed, and all after it)."""
+        from sparkfield.text.warc.records import frames
+
+        stream = self.filesystem.open_input_stream(self.path, compression=None,
+                                                   buffer_size=_CHUNK)
+        try:
+            found = frames(stream, self.max_bytes + _CHUNK)
+            while True:
+                try:
+                    frame = next(found)
+                except StopIteration as done:
+                    return done.value
+                try:
+                    record = _framed_record(frame)
+                except Exception:  # warcio fails on it too: its reader says how
+                    return frame.offset
+                row = self._record(frame.offset, record)
+                if row["kind"] != "none":
+                    yield row
+        finally:
+            stream.close()
+
+    def _records(self, src: _Positioned, resyncing: bool) -> Iterator[dict]:
+        """The rows of the records from ``src`` on; returns the offset of a record that could
+        not be read (the next one is looked for past it), None when the file is done."""
+        it, start = _QuietIterator(src), src.pos
+        pending, errors, first = None, 0, True
+        while True:
+            try:
+                record = next(it)
+            except StopIteration:
+                yield from self._settle(pending, it.err_count > errors)
+                cut = it.offset < self._size() and _cut_short(self.filesystem, self.path,
+                                                              it.offset, self._size())
+                if cut:  # warcio's reader saw no record in what is left of the file
+                    yield self._reject(it.offset, None, None, "truncated", cut)
+                return None
+            except Exception as exc:  # the record at it.offset cannot be parsed
+                yield from self._settle(pending, it.err_count > errors)
+                if resyncing and first:  # a wrong guess of a record start is no reject
+                    return it.offset
+                missing = _missing_header(self.filesystem, self.path, it.offset)
+                row = (self._reject(it.offset, None, None, "missing_header", missing) if missing
+                       else self._unreadable(it.offset, exc, first and start == 0))
+                yield row
+                return None if row["reason"] in ("not_warc", "gzip_members") else it.offset
+            yield from self._settle(pending, it.err_count > errors)
+            if not str(getattr(record, "format", "warc")).startswith("warc"):  # ARC, or text
+                yield self._reject(it.offset, None, None, "not_warc",
+                                   f"not a WARC record (read as {record.format}): the rest of "
+                                   "the file is not read")
+                return None
+            errors, first = it.err_count, False
+            pending = self._record(it.offset, record)
+
+    def _settle(self, row: dict | None, bad_length: bool) -> Iterator[dict]:
+        """The held row of the previous record: a reject when what follows it shows its
+        Content-Length wrong (no blank line where the record should end)."""
+        if row is None:
+            return
+        if bad_length and row["kind"] != "reject":
+            row = self._reject(row["offset"], row["warc_type"], row["url"], "bad_length",
+                               "the record does not end where its Content-Length says")
+        if row["kind"] != "none":
+            yield row
+
+    def _unreadable(self, offset: int, exc: Exception, at_start: bool) -> dict:
+        text = " ".join(str(exc).split())[:300]
+        if "non-chunked gzip" in text:
+            reason = "gzip_members"
+            text = ("a gzip member holds more than one record (the file is gzipped whole, not "
+                    "per record; `warcio recompress` fixes it): the rest of the file is not read")
+        elif at_start and "Unknown archive format" in text:
+            reason = "not_warc"
+        elif isinstance(exc, OSError):
+            reason = "unreadable"
+        else:
+            reason = "bad_record"
+        return self._reject(offset, None, None, reason, f"{type(exc).__name__}: {text}")
+
+    def _record(self, offset: int, record: Any) -> dict:
+        """The row of one record, read to its end (the kind ``none`` for a counted one)."""
+        rtype = record.rec_type or "unknown"
+        self.types[rtype] += 1
+        try:
+            if not record.rec_headers.get_header("Content-Length"):
+                raise _Bad("missing_header", "no Content-Length header")
+            if rtype == "response":
+                return _response(record, offset, self.max_bytes, self)
+            if rtype == "conversion":
+                return _conversion(record, offset, self.max_bytes, self)
+            _drain(record)
+            return _row("none", offset=offset, warc_type=rtype,
+                        url=record.rec_headers.get_header("WARC-Target-URI"))
+        except _Bad as bad:
+            return self._reject(offset, rtype, record.rec_headers.get_header("WARC-Target-URI"),
+                                bad.reason, bad.detail)
+        except Exception as exc:  # a payload that breaks while read (chunks, compression)
+            return self._reject(offset, rtype, record.rec_headers.get_header("WARC-Target-URI"),
+                                "bad_payload", f"{type(exc).__name__}: {exc}"[:300])
+
+    def _reject(self, offset: int | None, rtype: str | None, url: str | None, reason: str,
+                detail: str) -> dict:
+        """A reject row; ``truncated`` whatever else is wrong when the file ends inside the
+        record (warcio reads a record cut in its headers or its gzip member as another fault,
+        or as no record at all)."""
+        if offset is not None and reason not in _NOT_CUT:
+            cut = _cut_short(self.filesystem, self.path, offset, self._size())
+            if cut:
+                reason, detail = "truncated", cut
+        self.rejects += 1
+        return _row("reject", file=self.path, offset=offset, warc_type=rtype, url=url,
+                    reason=reason, detail=detail)
+
+    def _size(self) -> int:
+        if self.size is None:
+            self.size = self.filesystem.get_file_info(self.path).size
+        return self.size
+
+    def _counts(self) -> Iterator[dict]:
+        for rtype, n in self.types.items():
+            yield _row("records", file=self.path, warc_type=rtype, n=n)
+        for (rtype, reason), n in self.skipped.items():
+            yield _row("skipped", file=self.path, warc_type=rtype, reason=reason, n=n)
+
+
+class _QuietIterator:
+    """warcio's ArchiveIterator whose warnings (a record not followed by a blank line) are
+    counted, not printed: the reader turns them into rejects."""
+
+    def __init__(self, src: _Positioned):
+        from warcio.archiveiterator import ArchiveIterator
+
+        self.inner = ArchiveIterator(src)
+        self.records = iter(self.inner)
+
+    @property
+    def err_count(self) -> int:
+        return self.inner.err_count
+
+    @property
+    def offset(self) -> int:
+        return self.inner.offset
+
+    def __next__(self) -> Any:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return next(self.records)
+
+
+class _Block:
+    """A framed record's block as warcio's LimitReader serves it (``limit``: bytes left)."""
+
+    __slots__ = ("data", "end", "pos")
+
+    def __init__(self, data: bytes, start: int, length: int):
+        self.data, self.pos, self.end = data, start, start + length
+
+    @property
+    def limit(self) -> int:
+        return self.end - self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, length: int | None = None) -> bytes:
+        stop = self.end if length is None or length < 0 else min(self.end, self.pos + length)
+        out, self.pos = self.data[self.pos:stop], stop
+        return out
+
+    def readline(self, length: int | None = None) -> bytes:
+        stop = self.end if length is None or length < 0 else min(self.end, self.pos + length)
+        nl = self.data.find(b"\n", self.pos, stop)
+        return self.read((stop if nl < 0 else nl + 1) - self.pos)
+
+
+_LOADER: list = []
+
+
+def _framed_record(frame: Any) -> Any:
+    """A framed record as warcio's ArchiveIterator makes it (warcio's own code parses the
+    HTTP headers, where they are not plain lines); what fails here fails in warcio's iterator
+    too. The HTTP headers of requests and revisits are not parsed: they are never read (the
+    record is counted and its block drained, wherever its headers end)."""
+    from warcio.recordloader import ArcWarcRecord, ArcWarcRecordLoader
+
+    from sparkfield.text.warc.records import plain_headers
+
+    if not _LOADER:  # as ArchiveIterator makes its loader
+        _LOADER.append(ArcWarcRecordLoader(verify_http=False, arc2warc=False))
+    loader, headers, length = _LOADER[0], frame.headers, frame.length
+    rec_type = headers.get_header("WARC-Type")
+    uri = loader._ensure_target_uri_format(headers)
+    stream, http = _Block(frame.data, frame.start, length), None
+    # where warcio parses HTTP headers (a target URI that is None fails here, as in warcio)
+    if length and rec_type in loader.HTTP_RECORDS and uri.startswith(loader.HTTP_SCHEMES):
+        if rec_type != "response":
+            return ArcWarcRecord("warc", rec_type, headers, stream, None,
+                                 headers.get_header("Content-Type"), length)
+        cut = frame.data.find(b"\r\n\r\n", stream.pos, stream.end)
+        if cut >= 0:
+            http = plain_headers(frame.data, stream.pos, cut + 4, warc=False)
+            if http is not None:
+                stream.pos = cut + 4
+    if http is None:
+        http = loader.load_http_headers(rec_type, uri, stream, length)
+    return ArcWarcRecord("warc", rec_type, headers, stream, http,
+                         headers.get_header("Content-Type"), length)
+
+
+class _Bad(Exception):
+    """A record that is a reject: its reason and what exactly is wrong."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+MANDATORY = ("WARC-Type", "WARC-Record-ID", "WARC-Date", "Content-Length")
+TARGETED = ("response", "request", "revisit", "resource", "conversion")
+
+
+def _missing_header(filesystem: Any, path: str, offset: int) -> str | None:
+    """Which mandatory header the record at ``offset`` lacks (warcio fails on such records
+    without saying so), or None."""
+    with _open_at(filesystem, path, offset) as src:
+        raw = src.read(1 << 16)
+    if raw.startswith(b"\x1f\x8b"):
+        try:
+            raw = zlib.decompressobj(31).decompress(raw, 1 << 16)
+        except zlib.error:
+            return None
+    lines = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    if not lines[0].startswith("WARC/"):
+        return None
+    fields = {k.strip().lower(): v.strip() for k, _, v in
+              (line.partition(":") for line in lines[1:])}
+    wanted = MANDATORY + (("WARC-Target-URI",) if fields.get("warc-type") in TARGETED else ())
+    lacking = [name for name in wanted if not fields.get(name.lower())]
+    return f"no {', '.join(lacking)} header" if lacking else None
+
+
+_NOT_CUT = ("truncated", "empty", "too_many_errors", "unreadable", "too_large")
+_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d+)[ \t]*\r?$")
+
+
+def _cut_short(filesystem: Any, path: str, offset: int, size: int) -> str | None:
+    """How the file (``size`` bytes) ends inside the record that starts at ``offset``: in its
+    gzip member, its headers or its block; None when it does not (or no record starts
+    there)."""
+    with _open_at(filesystem, path, offset) as src:
+        head = src.read(1 << 16)
+        if not head:
+            return None
+        if head[:3] == _MAGICS[0][:len(head)]:
+            return _member_cut(src, head)
+        if head[:7] != _MAGICS[1][:len(head)]:
+            return None
+        end = head.find(b"\r\n\r\n")
+        if end < 0:
+            return "the file ends inside the record's headers" if src.pos >= size else None
+    length = _CONTENT_LENGTH.search(head, 0, end + 2)
+    missing = end + 4 + int(length.group(1)) - (size - offset) if length else 0
+    return (f"the file ends {missing} bytes before the end of the record's block "
+            f"(Content-Length {length.group(1).decode()})") if missing > 0 else None
+
+
+def _member_cut(src: _Positioned, head: bytes) -> str | None:
+    """Whether the gzip member that starts with ``head`` (``src`` streams the rest) ends
+    before the file does."""
+    inflate, data = zlib.decompressobj(31), head
+    try:
+        while data and not inflate.eof:
+            inflate.decompress(data, _CHUNK)
+            data = inflate.unconsumed_tail or (b"" if inflate.eof else src.read(_CHUNK))
+    except zlib.error:  # broken rather than cut short
+        return None
+    return None if inflate.eof else "the file ends inside the record's gzip member"
+
+
+def _row(kind: str, **values: Any) -> dict:
+    return {"kind": kind, **values}
+
+
+def _header(record: Any, name: str) -> str:
+    value = record.rec_headers.get_header(name)
+    if not value:
+        raise _Bad("missing_header", f"no {name} header")
+    return value
+
+
+def _warc_date(record: Any) -> datetime:
+    value = _header(record, "WARC-Date")
+    try:
+        stamp = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise _Bad("bad_header", f"WARC-Date is not a date: {value[:60]!r}") from None
+    return (stamp.astimezone(UTC) if stamp.tzinfo else stamp).replace(tzinfo=None)
+
+
+def _read_capped(stream: Any, max_bytes: int) -> bytes:
+    out, size = [], 0
+    while size <= max_bytes:
+        chunk = stream.read(min(_CHUNK, max_bytes + 1 - size))
+        if not chunk:
+            break
+        out.append(chunk)
+        size += len(chunk)
+    if size > max_bytes:
+        raise _Bad("too_large", f"payload over {max_bytes} bytes")
+    return b"".join(out)
+
+
+def _drain(record: Any) -> None:
+    """Read the rest of the record; a file that ends first cuts it short."""
+    while record.raw_stream.read(_CHUNK):
+        pass
+    if getattr(record.raw_stream, "limit", 0) > 0:
+        raise _Bad("truncated", f"the record ends {record.raw_stream.limit} bytes before its "
+                   f"Content-Length ({record.length})")
+
+
+def _payload(record: Any, max_bytes: int) -> bytes:
+    """The HTTP payload de-chunked and decoded (:mod:`sparkfield.text.warc.http_body`): broken
+    chunks or compression, an unknown coding or a body past ``max_bytes`` are a reject."""
+    headers = record.http_headers
+    raw = _read_capped(record.raw_stream, max_bytes)
+    _drain(record)
+    transfer = coding_list(headers.get_header("Transfer-Encoding"))
+    try:
+        if transfer[-1:] == ["chunked"]:
+            raw, transfer = dechunk(raw), transfer[:-1]
+        # transfer codings were applied over the content codings: undone first
+        return decode_body(raw, coding_list(headers.get_header("Content-Encoding")) + transfer,
+                           max_bytes)
+    except BodyError as bad:
+        raise _Bad(bad.reason, bad.detail) from None
+
+
+def _response(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> dict:
+    """A page, or a counted skip (another status or media type) as the kind ``none``."""
+    url = _header(record, "WARC-Target-URI")
+    headers = record.http_headers
+    if headers is None:
+        _drain(record)
+        ctype = record.rec_headers.get_header("Content-Type")
+        raise _Bad("not_http", f"no HTTP response in the record (Content-Type: {ctype})")
+    code = headers.get_statuscode()
+    if not (code or "").isdigit():
+        _drain(record)
+        raise _Bad("not_http", f"no HTTP status line: {headers.statusline!r}"[:200])
+    fetched_at = _warc_date(record)
+    ctype = headers.get_header("Content-Type")
+    media = (ctype or "").split(";")[0].strip().lower()
+    skip = http_reason(int(code)) if not code.startswith("2") else (
+        None if media in HTML_TYPES else "not_html")
+    if skip:
+        _drain(record)
+        reader.skipped[("response", skip)] += 1
+        return _row("none", offset=offset, warc_type="response", url=url)
+    body = _payload(record, max_bytes)
+    kind = sent_as_html_type(body)
+    if kind:
+        raise _Bad("not_html", f"not HTML: {kind} (by its bytes; sent as {media})")
+    text, charset, source = _decoded(body, header_charset(ctype))
+    return _row("page", file=reader.path, offset=offset, warc_type="response", url=url,
+                fetched_at=fetched_at, status=int(code), content_type=ctype, html=text,
+                charset=charset, charset_source=source)
+
+
+def _decoded(body: bytes, label: str | None) -> tuple[str | bytes, str, str]:
+    """:func:`decode_page`'s text, codec and source; where the text would be the body's own
+    bytes (a declared UTF-8), the body, checked as UTF-8 when its batch is built."""
+    declared = declared_codec(body, label)
+    if declared is None:
+        return decode_page(body, label)
+    codec, source = declared
+    return (body if codec == "utf-8" else body.decode(codec, errors="replace")), codec, source
+
+
+def _batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+    """The rows as a record batch, built column by column."""
+    return pa.RecordBatch.from_arrays(
+        [_text_column([row.get("html") for row in rows]) if f.name == "html"
+         else pa.array([row.get(f.name) for row in rows], type=f.type) for f in schema],
+        schema=schema)
+
+
+def _text_column(values: list) -> pa.Array:
+    """Texts (str) and declared UTF-8 bytes as one string column: the bytes are joined once
+    (the column's data, not copied again) and checked as UTF-8 together; where they are not
+    UTF-8, each is decoded as :func:`decode_page` decodes it (U+FFFD for the bytes that do
+    not decode)."""
+    parts = [v.encode() if isinstance(v, str) else v or b"" for v in values]
+    offsets = array("i", accumulate(map(len, parts), initial=0))  # a batch is < 2 GiB
+    valid = None if None not in values else pa.array(
+        [v is not None for v in values], type=pa.bool_()).buffers()[1]
+    column = pa.Array.from_buffers(pa.binary(), len(parts), [
+        valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(parts))])
+    try:
+        return column.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
+                         for v in values], type=pa.string())
+
+
+def _conversion(record: Any, offset: int, max_bytes: int, reader: _FileReader) -> dict:
+    """A page whose html column holds the record's text (WET)."""
+    url = _header(record, "WARC-Target-URI")
+    fetched_at = _warc_date(record)
+    body = _read_capped(record.raw_stream, max_bytes)
+    _drain(record)
+    text, charset, source = _decoded(body, header_charset(
+        record.rec_headers.get_header("Content-Type")))
+    return _row("page", file=reader.path, offset=offset, warc_type="conversion", url=url,
+                fetched_at=fetched_at, content_type=TEXT_TYPE, html=text, charset=charset,
+                charset_source=source)
+
+
+def _read_files(fs_uri: str, max_bytes: int, groups: list[list[str]] | None = None,
+                batch_rows: int = 64, batch_bytes: int = 1 << 26):
+    """A ``mapInArrow`` function: the files of its input rows in (a path each, column
+    ``path``; or, ``groups`` given, the number of a group of paths, column ``id``),
+    RECORDS_SCHEMA rows out, a few at a time (the records stream; a batch holds at most
+    ``batch_rows`` rows, and pages of about ``batch_bytes`` at most)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(RECORDS_SCHEMA)
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        filesystem = None
+        for b in batches:
+            paths = (b.column("path").to_pylist() if groups is None else
+                     [p for i in b.column("id").to_pylist() for p in groups[i]])
+            for path in paths:
+                if filesystem is None:
+                    filesystem = _filesystem(fs_uri)[0]
+                rows: list[dict] = []
+                size = 0
+                for row in _file_rows(filesystem, path, max_bytes):
+                    rows.append(row)
+                    size += len(row.get("html") or "")
+                    if len(rows) >= batch_rows or size >= batch_bytes:
+                        yield _batch(rows, schema)
+                        rows, size = [], 0
+                if rows:
+                    yield _batch(rows, schema)
+
+    return run
+
+
+def _file_rows(filesystem: Any, path: str, max_bytes: int, framed: bool = True
+               ) -> Iterator[dict]:
+    """The rows of one file; a file that cannot be opened is one reject."""
+    reader = _FileReader(filesystem, path, max_bytes, framed)
+    try:
+        yield from reader.rows()
+    except OSError as exc:
+        yield reader._reject(None, None, None, "unreadable", f"{type(exc).__name__}: {exc}")
+
+
+def read_warc(spark: SparkSession, path: str, max_bytes: int = 5_000_000,
+              listing: Listing | None = None) -> DataFrame:
+    """The rows (RECORDS_SCHEMA) of the WARC/WET files of ``path``, read by the executors:
+    pages, rejects, and the records counted by type and by why they are not pages. A file
+    listed but not readable (a broken link) is a reject of reason ``unreadable``. ``listing``:
+    :func:`list_warc_files`'s of ``path``, where the caller has it already."""
+    listing = listing or list_warc_files(path)
+    records = _read_listed(spark, listing, max_bytes)
+    if not listing.unreadable:
+        return records
+    rows = [_row("reject", file=f, reason="unreadable", detail=why)
+            for f, why in listing.unreadable.items()]
+    return records.unionByName(spark.createDataFrame(
+        [tuple(r.get(name) for name in RECORDS_SCHEMA.names) for r in rows], RECORDS_SCHEMA))
+
+
+def _read_listed(spark: SparkSession, listing: Listing, max_bytes: int) -> DataFrame:
+    sizes = dict(listing.files)
+    parts = min(len(sizes), parse_partitions(spark, sum(sizes.values())))
+    if len(sizes) > PLANNED_MAX_FILES:  # thousands a task: dealt out, their sizes even out
+        files = spark.createDataFrame([(f,) for f in sizes], "path string").repartition(parts)
+        return files.mapInArrow(in_worker(_read_files(listing.fs_uri, max_bytes)),
+                                RECORDS_SCHEMA)
+    # packed by size on the driver into a group a task; task i reads group i (its number from
+    # spark.range): no Spark job places the files, no shuffle moves them
+    groups: list[list[str]] = [[] for _ in range(parts)]
+    for f, b in zip(sizes, balance([float(s) for s in sizes.values()], parts), strict=True):
+        groups[b].append(f)
+    return spark.range(0, parts, 1, parts).mapInArrow(
+        in_worker(_read_files(listing.fs_uri, max_bytes, groups)), RECORDS_SCHEMA)
+
+
+def warc_pages(records: DataFrame) -> DataFrame:
+    """The pages (PAGES_SCHEMA) of :func:`read_warc`'s rows."""
+    pages = records.where(F.col("kind") == "page")
+    return conform_pages(pages.select(
+        "url", F.col("url").alias("final_url"), "status", "fetched_at", "content_type",
+        "html", F.lit(0).alias("attempts"), "charset", "charset_source"))
+
+
+def warc_rejects(records: DataFrame) -> DataFrame:
+    """The rejects (source ``warc``) of :func:`read_warc`'s rows."""
+    return rejects_of(records.where(F.col("kind") == "reject"), "warc", reason_col="reason",
+                      fields=REJECT_FIELDS)
+
+
+@dataclass(frozen=True)
+class WarcCounts:
+    """What :func:`read_warc` read: records by WARC-Type, responses that are not pages by
+    reason, rejects by reason, pages, files."""
+
+    records: dict[str, int]
+    skipped: dict[str, int]
+    rejects: dict[str, int]
+    pages: int
+    files: int
+
+
+def warc_counts(records: DataFrame) -> WarcCounts:
+    """The counts of :func:`read_warc`'s rows (one small aggregation)."""
+    rows = records.groupBy("kind", "warc_type", "reason").agg(
+        F.sum(F.coalesce("n", F.lit(1))).alias("n")).collect()
+    by: dict[str, Counter] = {"records": Counter(), "skipped": Counter(), "reject": Counter(),
+                              "page": Counter()}
+    for r in rows:
+        key = r["reason"] if r["kind"] in ("skipped", "reject") else r["warc_type"]
+        by[r["kind"]][key or "unknown"] += int(r["n"])
+    files = records.where(F.col("kind") != "page").select("file").distinct().count()
+    return WarcCounts(records=dict(by["records"]), skipped=dict(by["skipped"]),
+                      rejects=dict(by["reject"]), pages=sum(by["page"].values()), files=files)
