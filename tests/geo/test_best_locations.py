@@ -1,7 +1,7 @@
-"""sparkfield.geo.best_locations and search_lattice on DataFrames: the coffee_shops job's top
-list on the bundled data (classic Spark: the job does not run over Connect), and a handful of
-inline rows against a brute force in numpy. Only the DataFrame API is used, so the rest of this
-file also runs over Spark Connect."""
+"""sparkfield.geo.best_locations(_pandas) and search_lattice on DataFrames: the coffee_shops
+job's top list on the bundled data (classic Spark: the job does not run over Connect), and a
+handful of inline rows against a brute force in numpy. Only the DataFrame API is used, so the
+rest of this file also runs over Spark Connect."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from sparkfield.core.conf import load_config
-from sparkfield.core.errors import ConfigError
-from sparkfield.geo import best_locations, run, search_lattice
+from sparkfield.core.errors import ColumnError, ConfigError
+from sparkfield.geo import best_locations, best_locations_pandas, run, search_lattice
 from sparkfield.geo.job import InputPaths, read_inputs
 from sparkfield.geo.params import parse
 
@@ -47,7 +47,7 @@ def test_best_locations_equals_the_jobs_top_list(spark, job_and_inputs):
     result, (crime_in, stations_in, competitors_in) = job_and_inputs
     # stations as a Spark table whose name column is "station"; competitors as pandas
     stations = spark.createDataFrame(stations_in.points.rename(columns={"name": "station"}))
-    top = best_locations(crime_in.crimes, stations, competitors_in.points)
+    top = best_locations_pandas(crime_in.crimes, stations, competitors_in.points)
     pd.testing.assert_frame_equal(top, result.top)
     assert top["rank"].tolist() == list(range(1, 11))
 
@@ -130,7 +130,7 @@ def test_search_lattice_equals_a_brute_force(inline):
 @pytest.mark.parametrize("separation", [0.0, 30.0])
 def test_best_locations_equals_a_brute_force(inline, separation):
     crimes, stations, competitors = inline
-    top = best_locations(crimes, stations, competitors, top=6, min_separation_m=separation,
+    top = best_locations_pandas(crimes, stations, competitors, top=6, min_separation_m=separation,
                          **PARAMS)
     # D has the cafe 11 m away: not eligible, its disk is not searched
     cands = _brute_candidates(_eligible(), 60.0, 10.0, PARAMS["exclude_m"])
@@ -157,7 +157,7 @@ def test_best_locations_equals_a_brute_force(inline, separation):
 
 def test_refined_sites_are_apart_and_on_the_finer_lattice(inline):
     crimes, stations, competitors = inline
-    top = best_locations(crimes, stations, competitors, top=4, min_separation_m=30,
+    top = best_locations_pandas(crimes, stations, competitors, top=4, min_separation_m=30,
                          refine=[5.0], refine_keep=4, crs=None, **PARAMS)
     assert len(top) == 4 and "longitude" not in top.columns
     xy = top[["x", "y"]].to_numpy()
@@ -170,17 +170,31 @@ def test_refined_sites_are_apart_and_on_the_finer_lattice(inline):
 def test_no_eligible_station_gives_an_empty_ranking(inline):
     crimes, stations, _ = inline
     everywhere = pd.DataFrame({"x": [0.0, 200.0, 80.0, 400.0], "y": [0.0, 30.0, 0.0, 400.0]})
-    top = best_locations(crimes, stations, everywhere, **PARAMS)
+    top = best_locations_pandas(crimes, stations, everywhere, **PARAMS)
     assert top.empty and "rank" in top.columns
 
 
 def test_bad_parameters_and_columns_are_named(inline):
     crimes, stations, competitors = inline
     with pytest.raises(ConfigError, match="search.grid_step_m must be > 0"):
-        best_locations(crimes, stations, competitors, grid_step_m=0)
+        best_locations_pandas(crimes, stations, competitors, grid_step_m=0)
     with pytest.raises(ConfigError, match="search.min_separation_m must be >= 0"):
-        best_locations(crimes, stations, competitors, min_separation_m=-1)
-    with pytest.raises(ValueError, match="crimes: no column 'category'"):
-        best_locations(crimes.drop("category"), stations, competitors)
-    with pytest.raises(ValueError, match="stations: no column 'name' or 'station'"):
-        best_locations(crimes, stations.drop("name"), competitors)
+        best_locations_pandas(crimes, stations, competitors, min_separation_m=-1)
+    with pytest.raises(ColumnError, match="crimes: no column 'category'"):
+        best_locations_pandas(crimes.drop("category"), stations, competitors)
+    with pytest.raises(ColumnError, match="stations: no column 'name' or 'station'"):
+        best_locations_pandas(crimes, stations.drop("name"), competitors)
+    with pytest.raises(ColumnError, match="stations: no column 'where'"):
+        best_locations(crimes, stations, competitors, name_col="where")
+
+
+def test_the_spark_ranking_is_the_pandas_one_and_columns_can_be_named(inline):
+    crimes, stations, competitors = inline
+    top = best_locations_pandas(crimes, stations, competitors, top=4, **PARAMS)
+    renamed = crimes.withColumnRenamed("x", "Easting").withColumnRenamed("category", "kind")
+    spark_top = best_locations(renamed, stations.withColumnRenamed("x", "Easting"),
+                               competitors.withColumnRenamed("x", "easting"), top=4,
+                               x_col="easting", category_col="KIND", **PARAMS)
+    assert [f.dataType.simpleString() for f in spark_top.schema.fields][:4] == [
+        "int", "string", "double", "double"]
+    pd.testing.assert_frame_equal(spark_top.toPandas(), top, check_dtype=False)

@@ -31,7 +31,7 @@ from sparkfield.geo.inputs import (
 from sparkfield.geo.locations import (
     Extent,
     SearchContext,
-    best_locations,
+    best_locations_pandas,
     check_lattice_size,
     site_columns,
 )
@@ -153,12 +153,12 @@ def compute(spark: SparkSession, p: CoffeeShopsParams, crime_in: CrimeInput,
             local_checkpoint: bool = False) -> CoffeeShopComputed:
     """The read inputs in; the eligible stations, the ranked locations, every candidate, the
     crime density and what was counted out. Writes nothing; the frames it caches live as
-    long as ``stack``. The search and ranking are :func:`best_locations`'."""
+    long as ``stack``. The search and ranking are :func:`best_locations_pandas`'."""
     stats = Stats()
     rejects = _count_inputs(spark, p, crime_in, stations_in, competitors_in, stats)
     ctx = SearchContext(stack, stats, level, local_checkpoint)
-    top = best_locations(crime_in.crimes, stations_in.points, competitors_in.points,
-                         **asdict(p.search), context=ctx)
+    top = best_locations_pandas(crime_in.crimes, stations_in.points, competitors_in.points,
+                                **asdict(p.search), context=ctx)
     c = CoffeeShopComputed(stations=ctx.stations, top=top[_top_columns(p)], rejects=rejects,
                            stats=stats, crimes=ctx.crimes, candidates=ctx.candidates,
                            candidate_count=ctx.candidate_count,

@@ -1,11 +1,15 @@
 """The coffee-shop search as functions on DataFrames, for a caller that already holds its inputs
-(a lakehouse table, a notebook's frames): :func:`best_locations` ranks distinct sites and
+(a lakehouse table, a notebook's frames): :func:`best_locations` ranks distinct sites (a Spark
+DataFrame; :func:`best_locations_pandas` gives the same rows as pandas) and
 :func:`search_lattice` gives every passing lattice point. The job's compute is built on
-:func:`best_locations`. Both use the DataFrame API only, so they run over Spark Connect too.
+:func:`best_locations_pandas`. They use the DataFrame API only, so they run over Spark Connect
+too.
 
-Inputs are projected points in metres: crimes ``x, y, category``; stations ``x, y`` and a
-``name`` (or ``station``) column; competitors ``x, y`` (``name`` optional). A row with a null
-(or NaN) coordinate, category or station name says nothing about a place and is skipped."""
+Inputs are projected points in metres: crimes ``x_col, y_col, category_col``; stations
+``x_col, y_col`` and ``name_col`` (by default ``name``, else ``station``); competitors
+``x_col, y_col`` (``name_col`` optional). Column names are matched in any case, as Spark
+resolves them. A row with a null (or NaN) coordinate, category or station name says nothing
+about a place and is skipped."""
 
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.connect import default_parallelism, is_connect
-from sparkfield.core.errors import ConfigError
+from sparkfield.core.errors import ColumnError, ConfigError
 from sparkfield.core.practices import Checkpointer, cached
 from sparkfield.core.report import Stats
 from sparkfield.geo.crs import UTM, UTM10N
@@ -63,7 +68,37 @@ class SearchContext:
     in_search_count: int = 0  # lattice points in reach of the last level
 
 
+@dataclass(frozen=True)
+class PointColumns:
+    """The columns the search reads from its inputs (matched in any case)."""
+
+    x_col: str = "x"
+    y_col: str = "y"
+    category_col: str = "category"  # crimes
+    name_col: str = "name"  # stations (``station`` too when left at ``name``), competitors
+
+
 def best_locations(
+    crimes: DataFrame,
+    stations: DataFrame | pd.DataFrame,
+    competitors: DataFrame | pd.DataFrame,
+    **kwargs,
+) -> DataFrame:
+    """:func:`best_locations_pandas`'s ranking as a Spark DataFrame (same arguments, same rows
+    and columns: ``rank`` int, ``station`` string, the rest double or long counts). Runs the
+    search's Spark jobs now (the ranking needs them); the frame holds the result."""
+    top = best_locations_pandas(crimes, stations, competitors, **kwargs)
+    return crimes.sparkSession.createDataFrame(top, sites_schema(list(top.columns)))
+
+
+def sites_schema(columns: Sequence[str]) -> T.StructType:
+    """The Spark types of a ranking's columns (:func:`site_columns`)."""
+    kinds = {"rank": T.IntegerType(), "station": T.StringType()}
+    return T.StructType([T.StructField(c, kinds.get(c, T.LongType() if c.endswith("_count")
+                                                     else T.DoubleType())) for c in columns])
+
+
+def best_locations_pandas(
     crimes: DataFrame,
     stations: DataFrame | pd.DataFrame,
     competitors: DataFrame | pd.DataFrame,
@@ -82,6 +117,10 @@ def best_locations(
     max_lattice_points: int = D["max_lattice_points"],
     crs: UTM | None = UTM10N,
     context: SearchContext | None = None,
+    x_col: str = "x",
+    y_col: str = "y",
+    category_col: str = "category",
+    name_col: str = "name",
 ) -> pd.DataFrame:
     """The ``top`` best distinct sites near an eligible station (no competitor within
     ``competitor_radius_m``), as a pandas DataFrame in rank order: ``rank, station, x, y,
@@ -93,6 +132,8 @@ def best_locations(
     bounds (:class:`ConfigError` when one is out of range). ``crs`` is the projection of x/y,
     for the longitude/latitude columns (None: no such columns). ``context``: see
     :class:`SearchContext`; without one, whatever the search cached is released on return.
+    ``x_col``, ``y_col``, ``category_col``, ``name_col``: the inputs' columns (see the module).
+    Runs the search's Spark jobs; a missing column is a :class:`ColumnError` before any.
     """
     s = parse_search({
         "top": top, "min_separation_m": min_separation_m, "grid_step_m": grid_step_m,
@@ -100,10 +141,11 @@ def best_locations(
         "exclude_m": dict(exclude_m), "count_radius_m": count_radius_m, "refine": list(refine),
         "refine_keep": refine_keep, "tile_cells": tile_cells, "tile_partitions": tile_partitions,
         "max_lattice_points": max_lattice_points})
+    cols = PointColumns(x_col, y_col, category_col, name_col)
     if context is not None:
-        return _locate(crimes, stations, competitors, s, crs, context)
+        return _locate(crimes, stations, competitors, s, crs, context, cols)
     with ExitStack() as stack:
-        return _locate(crimes, stations, competitors, s, crs, SearchContext(stack))
+        return _locate(crimes, stations, competitors, s, crs, SearchContext(stack), cols)
 
 
 def search_lattice(
@@ -119,6 +161,10 @@ def search_lattice(
     tile_cells: int = D["tile_cells"],
     tile_partitions: int | None = D["tile_partitions"],
     max_lattice_points: int = D["max_lattice_points"],
+    x_col: str = "x",
+    y_col: str = "y",
+    category_col: str = "category",
+    name_col: str = "name",
 ) -> DataFrame:
     """Every lattice point ``(i * grid_step_m, j * grid_step_m)`` within ``search_radius_m``
     of a station and outside every crime's exclusion disk: a Spark DataFrame ``x, y, station,
@@ -126,29 +172,32 @@ def search_lattice(
     given is searched (no competitor test). The frame is computed when read (cache it to read
     it twice); with ``refine``, the coarser levels run now and the frame is the finest one's,
     looked for around the best cells of the level before (``min_separation_m``: see
-    :func:`best_locations`)."""
+    :func:`best_locations`). Columns: as :func:`best_locations_pandas`."""
     s = parse_search({
         "grid_step_m": grid_step_m, "search_radius_m": search_radius_m,
         "exclude_m": dict(exclude_m), "refine": list(refine), "refine_keep": refine_keep,
         "min_separation_m": min_separation_m, "tile_cells": tile_cells,
         "tile_partitions": tile_partitions, "max_lattice_points": max_lattice_points})
-    points = tie_break_order(station_points(stations))
+    cols = PointColumns(x_col, y_col, category_col, name_col)
+    crime_xy = crime_points(crimes, cols)
+    points = tie_break_order(station_points(stations, cols))
     check_lattice_size(s, len(points), reach(points, s.search_radius_m))
     with ExitStack() as stack:  # the levels before the last are not read again
-        found = _search_levels(crimes.sparkSession, crime_points(crimes), points, s,
-                               SearchContext(stack))
+        found = _search_levels(crimes.sparkSession, crime_xy, points, s, SearchContext(stack))
     return candidates_of(found)
 
 
 def _locate(crimes: DataFrame, stations: DataFrame | pd.DataFrame,
             competitors: DataFrame | pd.DataFrame, s: CoffeeShopsSearchParams,
-            crs: UTM | None, ctx: SearchContext) -> pd.DataFrame:
-    """:func:`best_locations` with its parameters parsed."""
+            crs: UTM | None, ctx: SearchContext, cols: PointColumns = PointColumns()
+            ) -> pd.DataFrame:
+    """:func:`best_locations_pandas` with its parameters parsed."""
     spark, stats, categories = crimes.sparkSession, ctx.stats, list(s.exclude_m)
-    points = crime_points(crimes)
+    points = crime_points(crimes, cols)
     with stats.step("stations"):
-        ctx.stations = evaluate_stations(station_points(stations),
-                                         competitor_points(competitors), s.competitor_radius_m)
+        ctx.stations = evaluate_stations(station_points(stations, cols),
+                                         competitor_points(competitors, cols),
+                                         s.competitor_radius_m)
         eligible = ctx.stations[ctx.stations["eligible"]].reset_index(drop=True)
     stats.counts["stations_eligible"] = int(len(eligible))
     if eligible.empty:
@@ -251,21 +300,21 @@ def empty_sites(categories: Sequence[str], crs: UTM | None = UTM10N) -> pd.DataF
 
 def _column(columns: Sequence[str], name: str) -> str | None:
     """The column called ``name``, in any case (as Spark resolves names)."""
-    return next((c for c in columns if c.lower() == name), None)
+    return next((c for c in columns if c.lower() == name.lower()), None)
 
 
 def _require(columns: Sequence[str], names: Sequence[str], what: str) -> list[str]:
     found = [_column(columns, n) for n in names]
     missing = [n for n, c in zip(names, found, strict=True) if c is None]
     if missing:
-        raise ValueError(f"{what}: no column {', '.join(map(repr, missing))} "
-                         f"(columns: {', '.join(columns)})")
+        raise ColumnError(f"{what}: no column {', '.join(map(repr, missing))} "
+                          f"(columns: {', '.join(columns)})")
     return [c for c in found if c is not None]
 
 
-def crime_points(crimes: DataFrame) -> DataFrame:
+def crime_points(crimes: DataFrame, cols: PointColumns = PointColumns()) -> DataFrame:
     """``x, y`` (double) and ``category`` (string) of every crime that has all three."""
-    x, y, cat = _require(crimes.columns, ["x", "y", "category"], "crimes")
+    x, y, cat = _require(crimes.columns, [cols.x_col, cols.y_col, cols.category_col], "crimes")
     out = crimes.select(F.col(f"`{x}`").cast("double").alias("x"),
                         F.col(f"`{y}`").cast("double").alias("y"),
                         F.col(f"`{cat}`").cast("string").alias("category"))
@@ -273,32 +322,37 @@ def crime_points(crimes: DataFrame) -> DataFrame:
                      & ~F.isnan("y") & F.col("category").isNotNull())
 
 
-def _points(frame: DataFrame | pd.DataFrame, name: str | None, what: str) -> pd.DataFrame:
+def _points(frame: DataFrame | pd.DataFrame, name: str | None, what: str,
+            cols: PointColumns) -> pd.DataFrame:
     """A small input on the driver: its rows with x, y (floats) and ``name`` all set, those
     three columns renamed so, every other column kept."""
+    xy = _require(list(frame.columns), [cols.x_col, cols.y_col], what)
     pdf = frame if isinstance(frame, pd.DataFrame) else frame.toPandas()
-    cols = _require(list(pdf.columns), ["x", "y"], what)
-    renamed = {cols[0]: "x", cols[1]: "y", **({name: "name"} if name else {})}
+    renamed = {xy[0]: "x", xy[1]: "y", **({name: "name"} if name else {})}
     pdf = pdf.rename(columns=renamed)
     pdf = pdf.dropna(subset=["x", "y", "name"] if name else ["x", "y"]).reset_index(drop=True)
     return pdf.astype({"x": float, "y": float})
 
 
-def station_points(stations: DataFrame | pd.DataFrame) -> pd.DataFrame:
+def station_points(stations: DataFrame | pd.DataFrame,
+                   cols: PointColumns = PointColumns()) -> pd.DataFrame:
     """name, x, y (and any other column) of every station with all three."""
-    cols = list(stations.columns)
-    name = _column(cols, "name") or _column(cols, "station")
+    have = list(stations.columns)
+    name = _column(have, cols.name_col) or (
+        _column(have, "station") if cols.name_col == "name" else None)
     if name is None:
-        raise ValueError(f"stations: no column 'name' or 'station' (columns: {', '.join(cols)})")
-    out = _points(stations, name, "stations")
+        wanted = "'name' or 'station'" if cols.name_col == "name" else repr(cols.name_col)
+        raise ColumnError(f"stations: no column {wanted} (columns: {', '.join(have)})")
+    out = _points(stations, name, "stations", cols)
     out["name"] = out["name"].astype(str)
     return out
 
 
-def competitor_points(competitors: DataFrame | pd.DataFrame) -> pd.DataFrame:
+def competitor_points(competitors: DataFrame | pd.DataFrame,
+                      cols: PointColumns = PointColumns()) -> pd.DataFrame:
     """name, x, y of every competitor with a position; a missing name is ``competitor <n>``."""
-    name = _column(list(competitors.columns), "name")
-    out = _points(competitors, None, "competitors")
+    name = _column(list(competitors.columns), cols.name_col)
+    out = _points(competitors, None, "competitors", cols)
     given = out[name] if name else pd.Series(None, index=out.index, dtype="object")
     default = pd.Series([f"competitor {i + 1}" for i in range(len(out))], index=out.index)
     out["name"] = given.where(given.notna(), default).astype(str)
