@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sparkfield.core.params import render_docs
+from sparkfield.core.param_docs import render_docs
 from sparkfield.schemas import SCHEMAS
 
 

@@ -144,3 +144,12 @@ def test_building_blocks_never_import_a_jobs_run_layer():
     wrong = sorted((m, t) for m, ts in GRAPH.items() for t in ts
                    if _is_run_layer(t) and not _is_run_layer(m) and m not in entry)
     assert wrong == []
+
+
+def test_a_module_over_400_lines_says_why_it_is_one():
+    long = {m: path for m, path in MODULES.items()
+            if len(path.read_text(encoding="utf-8").splitlines()) > 400}
+    silent = sorted(m for m, path in long.items()
+                    if "Why one module:" not in (ast.get_docstring(
+                        ast.parse(path.read_text(encoding="utf-8"))) or ""))
+    assert silent == []

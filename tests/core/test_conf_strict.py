@@ -11,7 +11,7 @@ import pytest
 
 from sparkfield.core.conf import load_config, load_yaml
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import timezone_problem
+from sparkfield.core.timezones import timezone_problem
 from sparkfield.schemas import SCHEMAS
 from tests.conftest import job_module
 

@@ -11,7 +11,8 @@ import yaml
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import APPENDED, render_docs
+from sparkfield.core.param_docs import render_docs
+from sparkfield.core.param_flags import APPENDED
 from sparkfield.schemas import SCHEMAS
 
 ROOT = Path(__file__).resolve().parents[2]

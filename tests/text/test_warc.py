@@ -19,7 +19,7 @@ from warcio.warcwriter import WARCWriter
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.text import run
-from sparkfield.text.warc.read import list_warc_files
+from sparkfield.text.warc.files import list_warc_files
 from tests.conftest import WIKI_PAGES as PAGES
 
 DATE = "2024-05-01T12:00:00Z"

@@ -15,7 +15,7 @@ from warcio.warcwriter import WARCWriter
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import InputError
 from sparkfield.text import run
-from sparkfield.text.warc.read import list_warc_files
+from sparkfield.text.warc.files import list_warc_files
 from tests.conftest import job_module
 
 ROOT = Path(__file__).resolve().parents[2]

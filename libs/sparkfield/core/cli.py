@@ -25,9 +25,11 @@ from sparkfield.core.failures import (
     spark_input_error,
 )
 from sparkfield.core.io import local_output_problem
-from sparkfield.core.params import HelpFormatter, JobSchema, timezone_problem
+from sparkfield.core.param_flags import HelpFormatter
+from sparkfield.core.params import JobSchema
 from sparkfield.core.paths import is_local, local_path
 from sparkfield.core.report import session_started
+from sparkfield.core.timezones import timezone_problem
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1

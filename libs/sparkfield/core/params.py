@@ -11,7 +11,10 @@ and every missing key gets its default. Every job checks the same way, so the sa
 An :class:`AppendFlag` is a repeatable flag that adds one entry to a ``list[dict]`` parameter
 (``--filter-case-size 2 10`` adds a filter to ``filters``) after the entries of the conf files,
 in the order the flags are given.
-"""
+
+Why one module: a schema's validation, its typed objects and their pickling walk the same
+declared keys. Flags, the manuals' tables and time zones live in :mod:`.param_flags`,
+:mod:`.param_docs` and :mod:`.timezones`."""
 
 from __future__ import annotations
 
@@ -19,16 +22,25 @@ import argparse
 import dataclasses
 import datetime
 import difflib
-import functools
 import importlib
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sparkfield.core.errors import ConfigError
+from sparkfield.core.param_flags import (
+    APPENDED,
+    FLAG_TYPES,
+    AppendEntry,
+    AppendFlag,
+    append_help,
+    flag_help,
+    metavar,
+    num,
+)
+from sparkfield.core.timezones import timezone_problem
 
 KINDS = ("str", "timestamp", "timezone", "int", "float", "bool", "fraction", "list[float]",
          "list[str]", "list[dict]", "dict[str,float]", "dict[str,str]", "dict[str,list[str]]")
@@ -81,13 +93,13 @@ class Param:
             return None, str(exc)
         for v in _numbers(self.kind, out):
             if self.gt is not None and not v > self.gt:
-                return None, f"must be > {_num(self.gt)}, got {_num(v)}"
+                return None, f"must be > {num(self.gt)}, got {num(v)}"
             if self.ge is not None and not v >= self.ge:
-                return None, f"must be >= {_num(self.ge)}, got {_num(v)}"
+                return None, f"must be >= {num(self.ge)}, got {num(v)}"
             if self.le is not None and not v <= self.le:
-                return None, f"must be <= {_num(self.le)}, got {_num(v)}"
+                return None, f"must be <= {num(self.le)}, got {num(v)}"
         if self.kind == "fraction" and not 0 < out <= 1:
-            return None, f"must be in (0, 1], got {_num(out)}"
+            return None, f"must be in (0, 1], got {num(out)}"
         if self.choices is not None and out not in self.choices:
             near = difflib.get_close_matches(str(out), self.choices, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
@@ -97,8 +109,6 @@ class Param:
         return out, None
 
 
-def _num(v: float) -> str:
-    return f"{v:g}"
 
 
 def _is_number(v: Any) -> bool:
@@ -171,53 +181,6 @@ def _coerce(kind: str, value: Any) -> Any:
     raise TypeError(f"expected lists of texts as values, got {value!r}")
 
 
-# What Spark takes for a time zone (DateTimeUtils.getZoneId: java.time.ZoneId.of with the
-# short ids): a region of the time-zone database, a fixed offset, optionally after UTC/GMT/UT.
-_SHORT_IDS = frozenset({"ACT", "AET", "AGT", "ART", "AST", "BET", "BST", "CAT", "CNT", "CST",
-                        "CTT", "EAT", "ECT", "EST", "HST", "IET", "IST", "JST", "MIT", "MST",
-                        "NET", "NST", "PLT", "PNT", "PRT", "PST", "SST", "VST"})
-_OFFSET = re.compile(r"[+-](\d{1,2}|\d{2}:?\d{2}|\d{2}:\d{2}:\d{2}|\d{6})")
-
-
-def timezone_problem(name: str) -> str | None:
-    """None when Spark takes ``name`` as a time zone, else what is wrong; checked against
-    :mod:`zoneinfo`'s database, so before any JVM starts."""
-    # Spark reads +h:mm and +hh:m too
-    text = re.sub(r"([+-])(\d):", r"\g<1>0\2:", name, count=1)
-    text = re.sub(r"([+-]\d\d):(\d)$", r"\1:0\2", text, count=1)
-    offset = re.sub(r"^(UTC|GMT|UT)(?=[+-]|$)", "", text)
-    if text == "Z" or text in _SHORT_IDS or (offset != text and not offset):
-        return None
-    if offset.startswith(("+", "-")):
-        if _offset_ok(offset):
-            return None
-        return f"{name!r} is not a valid offset (from -18:00 to +18:00, e.g. +02:00)"
-    regions = _regions()
-    if not regions or text in regions:  # no database here: Spark has its own
-        return None
-    near = [r for r in regions if r.lower() == name.lower()] or \
-        difflib.get_close_matches(name, sorted(regions), n=1)
-    hint = f"did you mean {near[0]!r}?" if near else \
-        "a region such as America/Sao_Paulo, UTC, or an offset such as +02:00"
-    return f"{name!r} is not a time zone ({hint})"
-
-
-def _offset_ok(offset: str) -> bool:
-    if not _OFFSET.fullmatch(offset):
-        return False
-    digits = offset[1:].replace(":", "")
-    hours, minutes, seconds = (int(digits), 0, 0) if len(digits) <= 2 else \
-        (int(digits[:2]), int(digits[2:4]), int(digits[4:6] or 0))
-    return minutes < 60 and seconds < 60 and hours * 3600 + minutes * 60 + seconds <= 18 * 3600
-
-
-@functools.cache
-def _regions() -> frozenset[str]:
-    import zoneinfo
-
-    return frozenset(zoneinfo.available_timezones() - {"Factory", "localtime", "posixrules"})
-
-
 def _numbers(kind: str, value: Any) -> Iterable[float]:
     if kind in ("int", "float", "fraction"):
         return [value]
@@ -226,103 +189,6 @@ def _numbers(kind: str, value: Any) -> Iterable[float]:
     if kind == "dict[str,float]":
         return value.values()
     return []
-
-
-def key_values(text: str) -> dict[str, float]:
-    """Flag value ``theft=50,mischief=100`` -> {"theft": 50.0, "mischief": 100.0}."""
-    out: dict[str, float] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = part.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected NAME=METRES, got {part!r}")
-        try:
-            out[key.strip()] = float(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"not a number in {part!r}") from exc
-    return out
-
-
-def float_list(text: str) -> list[float]:
-    """Flag value ``10,1`` -> [10.0, 1.0]."""
-    try:
-        return [float(v) for v in (p.strip() for p in text.split(",")) if v]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") \
-            from exc
-
-
-_FLAG_TYPES = {"int": int, "float": float, "fraction": float, "str": str,
-               "list[float]": float_list, "dict[str,float]": key_values}
-
-
-@dataclass(frozen=True)
-class AppendFlag:
-    """A repeatable flag that appends one entry to the ``list[dict]`` parameter ``target``:
-    after the entries the conf files give, in the order the flags are given on the command
-    line. ``parse`` turns the flag's values (``min_values`` to ``max_values`` of them, shown as
-    ``metavar``, e.g. ``START END [MODE]``) into the entry, raising ValueError saying what is
-    wrong; argparse's error then names the flag (exit 2 before any work)."""
-
-    flag: str
-    target: str
-    metavar: str
-    parse: Callable[[list[str]], dict[str, Any]]
-    help: str = ""
-    min_values: int = 1
-    max_values: int = 1
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min_values <= self.max_values:
-            raise ValueError(f"{self.flag}: takes {self.min_values} to {self.max_values} "
-                             "values")
-
-    @property
-    def nargs(self) -> int | str | None:
-        if self.min_values == self.max_values:
-            return None if self.min_values == 1 else self.min_values
-        return "+"  # the count is checked by _AppendEntry
-
-    def entry(self, values: list[str]) -> dict[str, Any]:
-        """The entry of one use of the flag; ValueError saying what is wrong."""
-        if not self.min_values <= len(values) <= self.max_values:
-            low, high = self.min_values, self.max_values
-            want = str(low) if low == high else f"{low} or {high}" if high == low + 1 else \
-                f"{low} to {high}"
-            raise ValueError(f"expected {want} values ({self.metavar}), got {len(values)}")
-        return self.parse(values)
-
-
-APPENDED = "_appended"  # where the append flags leave their (target, entry) pairs, in order
-
-
-class _AppendEntry(argparse.Action):
-    """One use of an :class:`AppendFlag`: its entry appended to the pairs in ``dest``."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, spec: AppendFlag,
-                 **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.spec = spec
-        self.shown_args = spec.metavar  # what HelpFormatter shows for the values
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        given = [values] if isinstance(values, str) else list(values)
-        try:
-            entry = self.spec.entry(given)
-        except ValueError as exc:
-            raise argparse.ArgumentError(self, str(exc)) from None
-        pairs = list(getattr(namespace, self.dest, None) or [])
-        pairs.append((self.spec.target, entry))
-        setattr(namespace, self.dest, pairs)
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, showing an append flag's values as its metavar writes them
-    (``--filter-time-range START END [MODE]``)."""
-
-    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
-        shown = getattr(action, "shown_args", None)
-        return shown if shown is not None else super()._format_args(action, default_metavar)
 
 
 # Keys every job has; the entry point adds their flags (and --run-date) itself.
@@ -474,21 +340,21 @@ class JobSchema:
                     groups[p.group] = parser.add_mutually_exclusive_group()
                 target = groups[p.group]
             kwargs: dict[str, Any] = {"dest": p.dest, "default": argparse.SUPPRESS,
-                                      "help": _flag_help(p)}
+                                      "help": flag_help(p)}
             if p.kind == "bool":
                 kwargs["action"] = argparse.BooleanOptionalAction
             else:
-                kwargs["type"] = _FLAG_TYPES.get(p.kind, str)
+                kwargs["type"] = FLAG_TYPES.get(p.kind, str)
                 if action is not None:
                     kwargs["action"] = action
-                kwargs["metavar"] = _metavar(p)
+                kwargs["metavar"] = metavar(p)
                 if p.choices:
                     kwargs["choices"] = p.choices
             target.add_argument(p.flag, **kwargs)
         for a in self.append_flags:
-            parser.add_argument(a.flag, dest=APPENDED, action=_AppendEntry, spec=a,
+            parser.add_argument(a.flag, dest=APPENDED, action=AppendEntry, spec=a,
                                 nargs=a.nargs, metavar=a.metavar, default=argparse.SUPPRESS,
-                                help=_append_help(a))
+                                help=append_help(a))
 
     def overrides(self, args: argparse.Namespace) -> dict[str, Any]:
         """The nested job overrides of the flags that were given (the append flags' entries
@@ -514,22 +380,6 @@ class JobSchema:
                 current = []
             if isinstance(current, list):
                 node[leaf] = [*current, entry]
-
-    # -- docs ----------------------------------------------------------------------------------
-    def markdown_table(self) -> str:
-        rows = ["| key | flag | default | meaning |", "|---|---|---|---|"]
-        for p in self.params:
-            if not p.in_conf:
-                continue
-            flag = f"`{p.flag}`" if p.flag else ""
-            meaning = _describe(p).replace("|", "\\|")
-            rows.append(f"| `{p.key}` | {flag} | {_show(p.default)} | {meaning} |")
-            for a in self.append_flags:
-                if a.target == p.key:
-                    meaning = _append_meaning(a).replace("|", "\\|")
-                    rows.append(f"| `{p.key}` | `{a.flag} {a.metavar}` |  | {meaning} |")
-        return "\n".join(rows)
-
 
 _BY_JOB: dict[str, JobSchema] = {}
 
@@ -563,99 +413,3 @@ def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
     d[leaf] = value
 
 
-def _show(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, dict | list):
-        import json
-
-        return "`" + json.dumps(value, separators=(", ", ": ")).replace("|", "\\|") + "`"
-    return f"`{value}`" if isinstance(value, str) else str(value)
-
-
-def _describe(p: Param) -> str:
-    text = p.help
-    limits = []
-    if p.choices:
-        limits.append("one of " + ", ".join(p.choices))
-    if p.kind == "fraction":
-        limits.append("in (0, 1]")
-    for op, bound in ((">", p.gt), (">=", p.ge), ("<=", p.le)):
-        if bound is not None:
-            limits.append(f"{op} {_num(bound)}")
-    if limits:
-        text = f"{text} ({'; '.join(limits)})" if text else "; ".join(limits)
-    return text
-
-
-def _flag_help(p: Param) -> str:
-    text = _describe(p)
-    text = f"{text} [conf: {p.key}, default: {_show(p.default).strip('`')}]" if p.in_conf \
-        else text
-    return text.replace("%", "%%")  # argparse formats help with %
-
-
-def _append_meaning(a: AppendFlag) -> str:
-    return f"appends to {a.target}: {a.help}" if a.help else f"appends to {a.target}"
-
-
-def _append_help(a: AppendFlag) -> str:
-    text = f"{_append_meaning(a)} [repeatable: after the conf's {a.target}, in the order given]"
-    return text.replace("%", "%%")
-
-
-def _metavar(p: Param) -> str:
-    if p.choices:
-        return "{" + ",".join(p.choices) + "}"
-    return {"int": "N", "float": "X", "timestamp": "YYYY-MM-DD", "timezone": "ZONE",
-            "fraction": "FRACTION",
-            "list[float]": "X,X,...", "dict[str,float]": "NAME=X,..."}.get(
-        p.kind, p.key.rsplit(".", 1)[-1].upper())
-
-
-def render_tables(text: str, schemas: Iterable[JobSchema]) -> tuple[str, set[str]]:
-    """``text`` with every table between ``<!-- params:JOB -->`` and ``<!-- /params:JOB -->``
-    replaced by that job's schema table, and the jobs whose tables it holds (any Markdown file
-    may hold any of them, each at most once)."""
-    found: set[str] = set()
-    for schema in schemas:
-        start, end = f"<!-- params:{schema.job} -->", f"<!-- /params:{schema.job} -->"
-        pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-        block = f"{start}\n{schema.markdown_table()}\n{end}"
-        text, n = pattern.subn(lambda _m, b=block: b, text)
-        if n > 1:
-            raise ValueError(f"{n} blocks {start} ... {end} in one file, expected at most 1")
-        if n:
-            found.add(schema.job)
-    return text, found
-
-
-def table_files(root: Path) -> list[Path]:
-    """The Markdown files that may hold parameter tables: README.md and everything in docs/."""
-    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
-
-
-def render_docs(root: Path, schemas: Iterable[JobSchema]) -> dict[Path, str]:
-    """Every Markdown file under ``root`` that holds tables, rendered; each job's table must be
-    in exactly one file."""
-    schemas = list(schemas)
-    out: dict[Path, str] = {}
-    where: dict[str, list[Path]] = {s.job: [] for s in schemas}
-    for path in table_files(root):
-        if not path.exists():
-            continue
-        text, found = render_tables(path.read_text(encoding="utf-8"), schemas)
-        for job in found:
-            where[job].append(path)
-        if found:
-            out[path] = text
-    wrong = {job: paths for job, paths in where.items() if len(paths) != 1}
-    if wrong:
-        raise ValueError("each job's parameter table must be in exactly one file: " + "; ".join(
-            f"{job}: {len(paths)} ({', '.join(str(p) for p in paths) or 'none'})"
-            for job, paths in sorted(wrong.items())))
-    return out

@@ -1,5 +1,8 @@
 """Readers for crimes, stations and competitors: every input row ends up used, ignored (a known
-type outside the categories, or a competitor outside the city) or rejected with a reason."""
+type outside the categories, or a competitor outside the city) or rejected with a reason.
+
+Why one module: the three inputs (crimes, stations, competitors) each have their reader, rejects
+and column rules here, and they share the file-format handling."""
 
 from __future__ import annotations
 

@@ -4,7 +4,10 @@
 made on the driver, then the folders shipped; the embedding store's rows; the topic words),
 calls :func:`compute` and writes (the store's new rows, the output). :func:`compute` takes
 DataFrames and plain values and returns DataFrames and counts: it writes no files, leaves the
-SparkContext and the run report alone."""
+SparkContext and the run report alone.
+
+Why one module: the embed job's run with its optional outputs (neighbours, topics, attention
+maps), each a few lines of I/O and report entries around a building block."""
 
 from __future__ import annotations
 

@@ -2,7 +2,10 @@
 
 :func:`run` loads (the earlier output's state, the pages read or fetched: fetching is the
 input's I/O), calls :func:`compute` (pure: frames in, frames and stats out), writes every output
-atomically and then the run report."""
+atomically and then the run report.
+
+Why one module: the job's choice of source (crawl, saved pages, web archives), its compute and
+its writers; each step is a building block of its own subpackage."""
 
 from __future__ import annotations
 
@@ -61,9 +64,9 @@ from sparkfield.text.crawl.state import (
 from sparkfield.text.pages.charset import REPLACEMENT
 from sparkfield.text.pages.saved import pages_from_html_dir, parse_partitions
 from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
+from sparkfield.text.warc.files import list_warc_files
 from sparkfield.text.warc.read import (
     TEXT_TYPE,
-    list_warc_files,
     read_warc,
     warc_counts,
     warc_pages,

@@ -13,7 +13,9 @@ parallel node opens and closes its children with silent split and join transitio
 ``*( do, redo )`` enters through a silent transition, runs the do-part, then either leaves
 through a silent transition or runs the redo-part back to the do-part. The result is a sound
 workflow net: one token in ``source`` at the start, one in ``sink`` at the end.
-"""
+
+Why one module: the net, its PNML form and its drawing share the naming of places and
+transitions; apart, each would derive it again."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import timezone_problem
+from sparkfield.core.timezones import timezone_problem
 
 FORMATS = {"csv", "parquet", "json", "jdbc"}
 FRAME = "frame"  # the format of a source given as a DataFrame

@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from sparkfield.core.errors import ConfigError
-from sparkfield.core.params import AppendFlag, JobSchema, Param
+from sparkfield.core.param_flags import AppendFlag
+from sparkfield.core.params import JobSchema, Param
 from sparkfield.process.analysis.filters import TIME_RANGE_MODES
 
 _CLASSIFIER = Param("classifier", "str", "name", "event classifier: name, or name and "

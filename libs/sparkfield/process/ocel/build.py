@@ -20,7 +20,9 @@ Event ids are ``e`` + a 64-bit hash of the event's content (activity, time, sour
 attributes, objects): stable from run to run without a global sort. Events with equal
 timestamps are ordered as in the classic extraction: the mapping's activity order, then the
 source row order, then the activity name (``schema.ORDER``); the files list events in that order.
-"""
+
+Why one module: planning and validation are one pass over the same plan (one Spark action fills
+every cache), so their rules stay side by side."""
 
 from __future__ import annotations
 

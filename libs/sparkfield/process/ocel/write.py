@@ -14,7 +14,9 @@ then copies the file into the output. No Python runs per row on the driver, but 
 of one part or less, which it places itself (no Python worker to start). SQLite has no
 event order beyond ``ocel_time``: readers order equal timestamps by table position (pm4py:
 per event-type table), so the event-type tables are written in event order too.
-"""
+
+Why one module: the JSON and SQLite forms write the same tables with the same OCEL 2.0 type
+mapping."""
 
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ within the partition that follows it: a host that the list also holds elsewhere 
 beside that partition's own requests.
 Every URL yields exactly one row with its outcome; every loop is bounded (retries, redirects,
 size).
-"""
+
+Why one module: the per-partition fetch loop, its politeness schedule per host and the page rows
+it emits are one state machine."""
 
 from __future__ import annotations
 

@@ -20,16 +20,14 @@ row per page, per reject and per (record type, count):
   without HTTP, broken chunking or compression, a gzip member holding several records, a file
   that is not WARC) is a reject with its reason. After a broken record the reader looks for the
   next record start (a gzip member or a ``WARC/1.x`` line) and goes on from there.
-"""
+
+Why one module: both record paths (exact framing and warcio) hand their records to the same row
+builders here, which is what makes them give the same rows."""
 
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import io
-import os
-import re
-import zlib
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -43,19 +41,27 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.errors import InputError
 from sparkfield.core.io import rejects_of
 from sparkfield.core.practices import balance
 from sparkfield.core.workers import in_worker
 from sparkfield.text.crawl.fetch import conform_pages
 from sparkfield.text.crawl.request import http_reason
 from sparkfield.text.pages.charset import declared_codec, decode_page, header_charset
-from sparkfield.text.pages.listing import walk_local
 from sparkfield.text.pages.saved import parse_partitions
 from sparkfield.text.pages.sniff import sent_as_html_type
+from sparkfield.text.warc.files import Listing, list_warc_files, open_filesystem
 from sparkfield.text.warc.http_body import BodyError, coding_list, dechunk, decode_body
+from sparkfield.text.warc.seek import (
+    CHUNK,
+    NOT_CUT,
+    Positioned,
+    cut_short,
+    missing_header,
+    next_start,
+    open_at,
+)
 
-__all__ = ["RECORDS_SCHEMA", "TEXT_TYPE", "WarcCounts", "list_warc_files", "read_warc",
+__all__ = ["RECORDS_SCHEMA", "TEXT_TYPE", "WarcCounts", "read_warc",
            "warc_counts", "warc_pages", "warc_rejects"]
 
 TEXT_TYPE = "text/plain"  # the content_type of a page whose html column holds text (WET)
@@ -79,189 +85,9 @@ RECORDS_SCHEMA = T.StructType([
 REJECT_FIELDS = ("file", "offset", "warc_type", "url", "detail")
 MAX_REJECTS_PER_FILE = 1000  # a file this broken is given up (one more reject says so)
 PLANNED_MAX_FILES = 100_000  # up to this many files, each task's list travels in the plan
-_MAGICS = (b"\x1f\x8b\x08", b"WARC/1.")  # where a record may start: a gzip member, a header
-_CHUNK = 1 << 20
-_GLOB = set("*?[")
-# what makes a path a URI: a scheme and ://, or file: (a local file or folder of that very
-# name aside)
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://|file:", re.IGNORECASE)
-
-
-# ---- listing (driver) ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Listing:
-    """The files of a ``--warc`` path: the URI their filesystem is opened from, (path on that
-    filesystem, size) of each, the files that cannot be read (path -> why: a broken link, an
-    unreadable folder) and the directory links not followed (to a folder listed already)."""
-
-    fs_uri: str
-    files: list[tuple[str, int]]
-    unreadable: dict[str, str] = field(default_factory=dict)
-    revisits: int = 0
-
-
-def _filesystem(uri: str) -> tuple[Any, str]:
-    from pyarrow import fs
-
-    try:
-        return fs.FileSystem.from_uri(uri)
-    except Exception as exc:  # an unknown scheme, a missing driver (libhdfs), bad credentials
-        raise InputError(f"WARC input {uri}: cannot open its filesystem ({exc})") from None
-
-
-def _open(path: str) -> tuple[Any, str, str]:
-    """The filesystem of ``path``, the URI the executors open it from again, and ``path`` on
-    it. A URI's filesystem is opened from the part before any wildcard (and its query after
-    ``?``); anything else is a local path, ``:`` in it or not."""
-    from pyarrow import fs
-
-    uri = _URI.match(path)
-    if uri is None or os.path.lexists(path):
-        return fs.LocalFileSystem(), "/", os.path.abspath(path)
-    rest, q, query = path[uri.end():].partition("?")
-    parts = rest.split("/")
-    k = next((i for i, part in enumerate(parts) if _GLOB & set(part)), len(parts))
-    fs_uri = uri.group() + "/".join(parts[:k]) + q + query
-    filesystem, base = _filesystem(fs_uri)
-    return filesystem, fs_uri, "/".join([base.rstrip("/"), *parts[k:]]) if k < len(parts) \
-        else base
-
-
-def _glob_base(filesystem: Any, full: str) -> tuple[str, str] | None:
-    """The deepest folder of the glob ``full`` that exists as written and the pattern below
-    it; None when there is none."""
-    from pyarrow import fs
-
-    parts = full.split("/")
-    first = next(i for i, part in enumerate(parts) if _GLOB & set(part))
-    for i in range(len(parts) - 1, first - 1, -1):
-        pattern = "/".join(parts[i:])
-        if _GLOB & set(pattern):
-            base = "/".join(parts[:i]) or "/"
-            if filesystem.get_file_info(base).type == fs.FileType.Directory:
-                return base, pattern
-    return None
-
-
-def _hidden(path: str, base: str) -> bool:
-    rel = path[len(base):].lstrip("/")
-    return any(part.startswith((".", "_")) for part in rel.split("/"))
-
-
-def list_warc_files(path: str) -> Listing:
-    """The files of ``path``: a file, a folder read recursively (names starting with . or _
-    left out; each folder once, however many links lead to it) or a glob. A path that exists
-    is taken as written; one that does not and holds ``*``, ``?`` or ``[`` is a glob, matched
-    below its deepest folder that exists. InputError when there are none or the filesystem
-    cannot be opened or listed."""
-    filesystem, fs_uri, full = _open(path)
-    try:
-        listing = _list(filesystem, fs_uri, full, path)
-    except OSError as exc:  # a store that cannot be reached, a folder that cannot be read
-        raise InputError(f"WARC input {path}: cannot list it ({exc})") from None
-    if not listing.files:
-        broken = "".join(f" ({f}: {why})" for f, why in list(listing.unreadable.items())[:1])
-        raise InputError(f"no WARC files in {path}{broken}")
-    return listing
-
-
-def _list(filesystem: Any, fs_uri: str, full: str, path: str) -> Listing:
-    from pyarrow import fs
-
-    info = filesystem.get_file_info(full)
-    if info.type == fs.FileType.File:
-        return Listing(fs_uri, [(full, info.size)])
-    found = (full, None) if info.type == fs.FileType.Directory else \
-        _glob_base(filesystem, full) if _GLOB & set(full) else None
-    if found is None:
-        raise InputError(f"WARC input not found: {path}")
-    base, pattern = found
-    if filesystem.type_name == "local":  # directory links followed once (no loop)
-        walked = walk_local(base, base.rstrip("/"), path, what="WARC input")
-        files, unreadable, revisits = walked.files, walked.unreadable, walked.revisits
-    else:
-        selector = fs.FileSelector(base, recursive=True)
-        files = {f.path: f.size for f in filesystem.get_file_info(selector)
-                 if f.type == fs.FileType.File}
-        unreadable, revisits = {}, 0
-
-    def wanted(f: str) -> bool:
-        return not _hidden(f, base) and (
-            pattern is None or fnmatch.fnmatchcase(f[len(base):].lstrip("/"), pattern))
-
-    return Listing(fs_uri, sorted((f, s) for f, s in files.items() if wanted(f)),
-                   {f: why for f, why in sorted(unreadable.items()) if wanted(f)}, revisits)
 
 
 # ---- reading (executors) ------------------------------------------------------------------
-
-class _Positioned(io.RawIOBase):
-    """A forward-only stream that knows its offset in the file (warcio asks ``tell``): the
-    bytes already read while looking for a record start come first."""
-
-    def __init__(self, stream: Any, start: int, head: bytes = b""):
-        self.stream, self.pos, self.head = stream, start, head
-
-    def readable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def close(self) -> None:
-        if not self.closed:
-            self.stream.close()
-        super().close()
-
-    def read(self, size: int = -1) -> bytes:
-        if self.head:
-            n = len(self.head) if size is None or size < 0 else size
-            out, self.head = self.head[:n], self.head[n:]
-        else:
-            out = self.stream.read() if size is None or size < 0 else self.stream.read(size)
-        self.pos += len(out)
-        return bytes(out)
-
-
-def _open_at(filesystem: Any, path: str, offset: int) -> _Positioned:
-    """The file streamed from ``offset``: a seek where the file system allows one, else the
-    bytes before it are read and dropped."""
-    try:
-        file = filesystem.open_input_file(path)
-    except (NotImplementedError, pa.ArrowNotImplementedError):
-        file = None
-    if file is not None:
-        at = min(offset, file.size())  # past the end: nothing more to read, as when streamed
-        file.seek(max(at, 0))  # before the start (an offset warcio counts back): the start
-        return _Positioned(pa.BufferedInputStream(file, _CHUNK), at)
-    stream = filesystem.open_input_stream(path, compression=None, buffer_size=_CHUNK)
-    left = offset
-    while left > 0:
-        got = stream.read(min(left, _CHUNK))
-        if not got:
-            break
-        left -= len(got)
-    return _Positioned(stream, offset - left)
-
-
-def _next_start(filesystem: Any, path: str, after: int) -> _Positioned | None:
-    """The file streamed from the first possible record start past ``after``, or None."""
-    src = _open_at(filesystem, path, after + 1)
-    pos, tail = src.pos, b""
-    while True:
-        chunk = src.read(_CHUNK)
-        if not chunk:
-            return None
-        buf = tail + chunk
-        hits = [i for i in (buf.find(m) for m in _MAGICS) if i >= 0]
-        if hits:
-            i = min(hits)
-            src.pos, src.head = pos + i, buf[i:]
-            return src
-        keep = min(len(buf), max(len(m) for m in _MAGICS) - 1)
-        pos, tail = pos + len(buf) - keep, buf[-keep:]
-
 
 @dataclass
 class _FileReader:
@@ -278,14 +104,14 @@ class _FileReader:
 
     def rows(self) -> Iterator[dict]:
         resume = (yield from self._framed()) if self.framed else 0
-        start = None if resume is None else _open_at(self.filesystem, self.path, resume)
+        start = None if resume is None else open_at(self.filesystem, self.path, resume)
         resyncing, going_on = False, True  # warcio's first run goes on from the framed records
         while start is not None and (going_on or self.rejects < MAX_REJECTS_PER_FILE):
             going_on = False
             failed = yield from self._records(start, resyncing)
             if failed is None:
                 break
-            start, resyncing = _next_start(self.filesystem, self.path, failed), True
+            start, resyncing = next_start(self.filesystem, self.path, failed), True
         if self.rejects >= MAX_REJECTS_PER_FILE:
             yield self._reject(None, None, None, "too_many_errors",
                                f"more than {MAX_REJECTS_PER_FILE} broken records: the rest of "
@@ -301,9 +127,9 @@ class _FileReader:
         from sparkfield.text.warc.records import frames
 
         stream = self.filesystem.open_input_stream(self.path, compression=None,
-                                                   buffer_size=_CHUNK)
+                                                   buffer_size=CHUNK)
         try:
-            found = frames(stream, self.max_bytes + _CHUNK)
+            found = frames(stream, self.max_bytes + CHUNK)
             while True:
                 try:
                     frame = next(found)
@@ -319,7 +145,7 @@ class _FileReader:
         finally:
             stream.close()
 
-    def _records(self, src: _Positioned, resyncing: bool) -> Iterator[dict]:
+    def _records(self, src: Positioned, resyncing: bool) -> Iterator[dict]:
         """The rows of the records from ``src`` on; returns the offset of a record that could
         not be read (the next one is looked for past it), None when the file is done."""
         it, start = _QuietIterator(src), src.pos
@@ -329,7 +155,7 @@ class _FileReader:
                 record = next(it)
             except StopIteration:
                 yield from self._settle(pending, it.err_count > errors)
-                cut = it.offset < self._size() and _cut_short(self.filesystem, self.path,
+                cut = it.offset < self._size() and cut_short(self.filesystem, self.path,
                                                               it.offset, self._size())
                 if cut:  # warcio's reader saw no record in what is left of the file
                     yield self._reject(it.offset, None, None, "truncated", cut)
@@ -338,7 +164,7 @@ class _FileReader:
                 yield from self._settle(pending, it.err_count > errors)
                 if resyncing and first:  # a wrong guess of a record start is no reject
                     return it.offset
-                missing = _missing_header(self.filesystem, self.path, it.offset)
+                missing = missing_header(self.filesystem, self.path, it.offset)
                 row = (self._reject(it.offset, None, None, "missing_header", missing) if missing
                        else self._unreadable(it.offset, exc, first and start == 0))
                 yield row
@@ -403,8 +229,8 @@ class _FileReader:
         """A reject row; ``truncated`` whatever else is wrong when the file ends inside the
         record (warcio reads a record cut in its headers or its gzip member as another fault,
         or as no record at all)."""
-        if offset is not None and reason not in _NOT_CUT:
-            cut = _cut_short(self.filesystem, self.path, offset, self._size())
+        if offset is not None and reason not in NOT_CUT:
+            cut = cut_short(self.filesystem, self.path, offset, self._size())
             if cut:
                 reason, detail = "truncated", cut
         self.rejects += 1
@@ -427,7 +253,7 @@ class _QuietIterator:
     """warcio's ArchiveIterator whose warnings (a record not followed by a blank line) are
     counted, not printed: the reader turns them into rejects."""
 
-    def __init__(self, src: _Positioned):
+    def __init__(self, src: Positioned):
         from warcio.archiveiterator import ArchiveIterator
 
         self.inner = ArchiveIterator(src)
@@ -514,68 +340,6 @@ class _Bad(Exception):
         self.reason, self.detail = reason, detail
 
 
-MANDATORY = ("WARC-Type", "WARC-Record-ID", "WARC-Date", "Content-Length")
-TARGETED = ("response", "request", "revisit", "resource", "conversion")
-
-
-def _missing_header(filesystem: Any, path: str, offset: int) -> str | None:
-    """Which mandatory header the record at ``offset`` lacks (warcio fails on such records
-    without saying so), or None."""
-    with _open_at(filesystem, path, offset) as src:
-        raw = src.read(1 << 16)
-    if raw.startswith(b"\x1f\x8b"):
-        try:
-            raw = zlib.decompressobj(31).decompress(raw, 1 << 16)
-        except zlib.error:
-            return None
-    lines = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
-    if not lines[0].startswith("WARC/"):
-        return None
-    fields = {k.strip().lower(): v.strip() for k, _, v in
-              (line.partition(":") for line in lines[1:])}
-    wanted = MANDATORY + (("WARC-Target-URI",) if fields.get("warc-type") in TARGETED else ())
-    lacking = [name for name in wanted if not fields.get(name.lower())]
-    return f"no {', '.join(lacking)} header" if lacking else None
-
-
-_NOT_CUT = ("truncated", "empty", "too_many_errors", "unreadable", "too_large")
-_CONTENT_LENGTH = re.compile(rb"(?im)^content-length:[ \t]*(\d+)[ \t]*\r?$")
-
-
-def _cut_short(filesystem: Any, path: str, offset: int, size: int) -> str | None:
-    """How the file (``size`` bytes) ends inside the record that starts at ``offset``: in its
-    gzip member, its headers or its block; None when it does not (or no record starts
-    there)."""
-    with _open_at(filesystem, path, offset) as src:
-        head = src.read(1 << 16)
-        if not head:
-            return None
-        if head[:3] == _MAGICS[0][:len(head)]:
-            return _member_cut(src, head)
-        if head[:7] != _MAGICS[1][:len(head)]:
-            return None
-        end = head.find(b"\r\n\r\n")
-        if end < 0:
-            return "the file ends inside the record's headers" if src.pos >= size else None
-    length = _CONTENT_LENGTH.search(head, 0, end + 2)
-    missing = end + 4 + int(length.group(1)) - (size - offset) if length else 0
-    return (f"the file ends {missing} bytes before the end of the record's block "
-            f"(Content-Length {length.group(1).decode()})") if missing > 0 else None
-
-
-def _member_cut(src: _Positioned, head: bytes) -> str | None:
-    """Whether the gzip member that starts with ``head`` (``src`` streams the rest) ends
-    before the file does."""
-    inflate, data = zlib.decompressobj(31), head
-    try:
-        while data and not inflate.eof:
-            inflate.decompress(data, _CHUNK)
-            data = inflate.unconsumed_tail or (b"" if inflate.eof else src.read(_CHUNK))
-    except zlib.error:  # broken rather than cut short
-        return None
-    return None if inflate.eof else "the file ends inside the record's gzip member"
-
-
 def _row(kind: str, **values: Any) -> dict:
     return {"kind": kind, **values}
 
@@ -599,7 +363,7 @@ def _warc_date(record: Any) -> datetime:
 def _read_capped(stream: Any, max_bytes: int) -> bytes:
     out, size = [], 0
     while size <= max_bytes:
-        chunk = stream.read(min(_CHUNK, max_bytes + 1 - size))
+        chunk = stream.read(min(CHUNK, max_bytes + 1 - size))
         if not chunk:
             break
         out.append(chunk)
@@ -611,7 +375,7 @@ def _read_capped(stream: Any, max_bytes: int) -> bytes:
 
 def _drain(record: Any) -> None:
     """Read the rest of the record; a file that ends first cuts it short."""
-    while record.raw_stream.read(_CHUNK):
+    while record.raw_stream.read(CHUNK):
         pass
     if getattr(record.raw_stream, "limit", 0) > 0:
         raise _Bad("truncated", f"the record ends {record.raw_stream.limit} bytes before its "
@@ -732,7 +496,7 @@ def _read_files(fs_uri: str, max_bytes: int, groups: list[list[str]] | None = No
                      [p for i in b.column("id").to_pylist() for p in groups[i]])
             for path in paths:
                 if filesystem is None:
-                    filesystem = _filesystem(fs_uri)[0]
+                    filesystem = open_filesystem(fs_uri)[0]
                 rows: list[dict] = []
                 size = 0
                 for row in _file_rows(filesystem, path, max_bytes):
