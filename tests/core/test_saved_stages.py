@@ -2,10 +2,12 @@
 holding them and a PipelineModel holding Spark's CountVectorizerModel beside them, saved once
 and then damaged a copy at a time (metadata bytes flipped, metadata cut short mid-JSON, data
 cut short or removed, a stage's folder removed). Every load ends in SavedStageError naming the
-folder and what is wrong with it, never a Java or JSON error."""
+folder and what is wrong with it, never a Java or JSON error. Metadata written by earlier
+versions of the stages (the lines below, as they wrote them) still loads, param for param."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,7 @@ from pyspark.ml.feature import CountVectorizerModel
 
 from sparkfield.core.errors import InputError, SavedStageError
 from sparkfield.core.io import hadoop_fs
-from sparkfield.core.ml import load_saved
+from sparkfield.core.ml import load_saved, metadata
 from sparkfield.text import HtmlToText, PinnedCountVectorizer, SentenceSplitter, WordTokenizer
 
 STAGES = {
@@ -187,3 +189,50 @@ def test_a_save_of_something_else_is_named(saved, tmp_path):
     (meta / "part-00000").write_text('{"class": "x.Y", "uid": 3}\n')
     with pytest.raises(SavedStageError, match="not a saved stage's metadata"):
         load_saved(str(tmp_path / "other"))
+
+
+# metadata lines as the stages wrote them when each setter and getter was written by hand
+EARLIER = [
+    '{"class":"sparkfield.text.bag_of_words.stages.HtmlToText","timestamp":1700000000000,'
+    '"sparkVersion":"4.1.4","uid":"HtmlToText_0123456789ab","paramMap":{"errorCol":"why",'
+    '"extract":"selector","inputCol":"page","selector":"div p","titleCol":null},'
+    '"defaultParamMap":{"charsetCol":null,"errorCol":null,"extract":"main","inputCol":"html",'
+    '"outputCol":"text","selector":"p","titleCol":"title"}}',
+    '{"class":"sparkfield.text.bag_of_words.stages.PinnedCountVectorizer",'
+    '"timestamp":1700000000000,"sparkVersion":"4.1.4","uid":"PinnedCountVectorizer_0123456789ab",'
+    '"paramMap":{"minDF":2.0,"vocabSize":7},"defaultParamMap":{"binary":true,'
+    '"inputCol":"tokens","minDF":1.0,"outputCol":"vector","vocabSize":200}}',
+    '{"class":"sparkfield.nlp.embedding_stage.SentenceEmbeddings","timestamp":1700000000000,'
+    '"sparkVersion":"4.1.4","uid":"SentenceEmbeddings_0123456789ab","paramMap":{"batchSize":8,'
+    '"device":"cpu","inputCol":"body","modelPath":"/models/m"},"defaultParamMap":{'
+    '"batchSize":64,"bucket":true,"device":"auto","engine":"torch","inputCol":"sentence",'
+    '"maxTokens":256,"modelPath":null,"onnxDir":null,"outputCol":"embedding",'
+    '"quantize":"none"}}',
+    '{"class":"sparkfield.nlp.classify.TextClassifier","timestamp":1700000000000,'
+    '"sparkVersion":"4.1.4","uid":"TextClassifier_0123456789ab","paramMap":{"maxTokens":64,'
+    '"modelPath":"/models/c","pairCol":"b","probabilities":true},"defaultParamMap":{'
+    '"batchSize":64,"bucket":true,"device":"auto","function":"auto","inputCol":"text",'
+    '"maxTokens":null,"modelPath":null,"onLongText":"truncate","outputCol":"classification",'
+    '"pairCol":null,"precision":"fp32","probabilities":false}}',
+    '{"class":"sparkfield.nlp.classify.TokenClassifier","timestamp":1700000000000,'
+    '"sparkVersion":"4.1.4","uid":"TokenClassifier_0123456789ab","paramMap":{'
+    '"aggregationStrategy":"max","ignoreLabels":[],"modelPath":"/models/t"},'
+    '"defaultParamMap":{"aggregationStrategy":"simple","batchSize":64,"bucket":true,'
+    '"device":"auto","ignoreLabels":["O"],"inputCol":"text","maxTokens":null,"modelPath":null,'
+    '"onLongText":"truncate","outputCol":"entities","precision":"fp32"}}',
+]
+
+
+@pytest.mark.parametrize("line", EARLIER, ids=lambda line: json.loads(line)["uid"][:-13])
+def test_stages_saved_by_earlier_versions_load_param_for_param(spark, tmp_path, line):
+    meta = tmp_path / "stage" / "metadata"
+    meta.mkdir(parents=True)
+    (meta / "part-00000").write_text(line + "\n")
+    saved = json.loads(line)
+    stage = load_saved(str(tmp_path / "stage"))
+    assert type(stage).__name__ == saved["uid"][:-13] and stage.uid == saved["uid"]
+    again = metadata(stage, spark.version)  # what saving it now writes
+    assert (again["paramMap"], again["defaultParamMap"]) == (saved["paramMap"],
+                                                             saved["defaultParamMap"])
+    for name, value in saved["paramMap"].items():
+        assert getattr(stage, f"get{name[0].upper()}{name[1:]}")() == value, name

@@ -15,7 +15,7 @@ import pytest
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql import DataFrame
 
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.errors import ColumnError, ConfigError, InputError
 from sparkfield.nlp import TextClassifier, classify_texts, count_outcomes
 from sparkfield.nlp.heads import SequenceClassifier
 from sparkfield.nlp.model import ModelError
@@ -181,8 +181,11 @@ def test_params_defaults_and_checks():
 def test_bad_settings_say_what_is_wrong(spark, texts, single, tmp_path):
     with pytest.raises(ConfigError, match="needs modelPath"):
         TextClassifier().transform(texts)
-    with pytest.raises(InputError, match="no column 'body'"):
+    with pytest.raises(InputError, match="no column 'body'") as error:
         TextClassifier(inputCol="body", modelPath=str(single)).transform(texts)
+    assert isinstance(error.value, ColumnError)
+    with pytest.raises(ColumnError, match="no column 'other'"):
+        TextClassifier(pairCol="other", modelPath=str(single)).transform(texts)
     with pytest.raises(ConfigError, match="'id' already exists"):
         TextClassifier(outputCol="id", modelPath=str(single)).transform(texts)
     tagger = build(tmp_path / "tagger", "ForTokenClassification", NER_LABELS)

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.core.connect import is_connect
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.errors import ColumnError, ConfigError, InputError
 from sparkfield.nlp import SentenceEmbeddings
 from sparkfield.nlp.embed import worker_threads
 from sparkfield.nlp.embedding_stage import JOB_KEYS
@@ -160,8 +160,9 @@ def test_a_saved_pipeline_model_loads_with_the_stage(with_text, tmp_path):
 
 
 def test_bad_settings_say_what_is_wrong(spark, texts, tmp_path):
-    with pytest.raises(InputError, match="no column 'body'"):
+    with pytest.raises(InputError, match="no column 'body'") as error:
         SentenceEmbeddings(inputCol="body").transform(texts)
+    assert isinstance(error.value, ColumnError)
     with pytest.raises(ConfigError, match="'id' already exists"):
         _stage(outputCol="id").transform(texts)
     with pytest.raises(ConfigError, match="quantize int8 needs engine onnx"):

@@ -12,6 +12,7 @@ import pytest
 from pyspark.ml import Pipeline
 from pyspark.sql import DataFrame
 
+from sparkfield.core.errors import ColumnError
 from sparkfield.nlp import TokenClassifier, classify_tokens, count_outcomes
 from sparkfield.nlp.aggregation import STRATEGIES, entities, tokens_of
 from sparkfield.nlp.heads import TokenTagger
@@ -130,3 +131,5 @@ def test_params_checks_and_save_load(texts, tagger, tmp_path):
     seq = build(tmp_path / "seq", "ForSequenceClassification", ("a", "b"))
     with pytest.raises(ModelError, match="not a \\*ForTokenClassification model"):
         TokenClassifier(modelPath=str(seq)).transform(texts)
+    with pytest.raises(ColumnError, match="no column 'body'"):
+        TokenClassifier(inputCol="body", modelPath=str(tagger)).transform(texts)

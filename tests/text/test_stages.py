@@ -14,7 +14,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import IDF, CountVectorizer
 from pyspark.ml.linalg import SparseVector
 
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.errors import ColumnError, ConfigError, InputError
 from sparkfield.text import (
     HtmlToText,
     PinnedCountVectorizer,
@@ -75,6 +75,22 @@ def test_bad_param_values_are_refused_with_the_jobs_checks():
         PinnedCountVectorizer(minDF=-1)
 
 
+STAGES = [HtmlToText, SentenceSplitter, WordTokenizer, PinnedCountVectorizer]
+
+
+@pytest.mark.parametrize("cls", STAGES, ids=lambda c: c.__name__)
+def test_every_param_has_a_setter_returning_the_stage_and_a_getter(cls):
+    stage = cls()
+    for param in stage.params:
+        name = param.name[0].upper() + param.name[1:]
+        value = stage.getOrDefault(param)
+        assert getattr(stage, f"get{name}")() == value, param.name
+        assert getattr(stage, f"set{name}")(value) is stage, param.name
+        assert stage.isSet(param) and getattr(stage, f"get{name}")() == value, param.name
+        with pytest.raises(TypeError, match=f'param "{param.name}"'):  # checked as before
+            getattr(stage, f"set{name}")(object())
+
+
 def test_html_to_text_keeps_every_row_and_says_why_a_page_has_no_text(pages):
     out = HtmlToText(extract="selector", errorCol="error").transform(pages)
     assert out.columns == ["doc_id", "html", "text", "title", "error"]
@@ -123,10 +139,18 @@ def test_bytes_are_decoded_by_the_charset_rules(spark):
 
 
 def test_the_html_column_must_be_text_or_bytes_and_outputs_new(pages):
-    with pytest.raises(InputError, match="no column 'page'"):
+    with pytest.raises(InputError, match="no column 'page'") as missing:
         HtmlToText(inputCol="page").transform(pages)
-    with pytest.raises(InputError, match="string or binary"):
+    assert isinstance(missing.value, ColumnError)
+    with pytest.raises(InputError, match="string or binary") as mistyped:
         HtmlToText(inputCol="html").transform(pages.selectExpr("1 AS html"))
+    assert isinstance(mistyped.value, ColumnError)
+    with pytest.raises(ColumnError, match="column 'ctype' must be a string column, not int"):
+        HtmlToText(charsetCol="ctype").transform(pages.selectExpr("*", "1 AS ctype"))
+    with pytest.raises(ColumnError, match="column 'doc_id' must be a string column"):
+        WordTokenizer(inputCol="doc_id").transform(pages.selectExpr("1 AS doc_id"))
+    with pytest.raises(ColumnError, match="no column 'text'"):
+        SentenceSplitter().transform(pages)
     with pytest.raises(ConfigError, match="'doc_id' already exists"):
         HtmlToText(outputCol="doc_id").transform(pages)
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.errors import ColumnError, ConfigError, InputError
 from sparkfield.text import PinnedCountVectorizer, token_vocabulary
 
 DOCS = [
@@ -65,10 +65,12 @@ def test_the_function_refuses_what_the_stage_refuses(docs, arg, param, value):
 
 def test_a_column_that_holds_no_tokens_is_named(spark, docs):
     text = spark.createDataFrame([("a b",)], "text string")
-    with pytest.raises(InputError, match=r"column 'text' must hold token arrays "
-                                         r"\(array<string>\), not string"):
+    with pytest.raises(InputError, match=r"column 'text' must be token arrays "
+                                         r"\(array<string>\), not string") as error:
         token_vocabulary(text, "text")
-    with pytest.raises(InputError, match="column 'text' must hold token arrays"):
+    assert isinstance(error.value, ColumnError)
+    with pytest.raises(ColumnError, match="column 'text' must be token arrays"):
         PinnedCountVectorizer(inputCol="text").fit(text)
-    with pytest.raises(InputError, match="no column 'words'"):
+    with pytest.raises(InputError, match="no column 'words'") as error:
         token_vocabulary(docs, "words")
+    assert isinstance(error.value, ColumnError)

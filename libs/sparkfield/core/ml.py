@@ -1,5 +1,9 @@
 """What the library's Spark ML stages share: params checked as a job schema checks its keys,
-and persistence through the DataFrame API.
+their plain setters and getters, and persistence through the DataFrame API.
+
+:class:`StageParams` gives every Param of a stage a ``setXxx(value)`` returning the stage and a
+``getXxx()``, in pyspark.ml's naming, unless the class (or a base) already has one: a stage's
+Params mixin declares its Params and their defaults only.
 
 :class:`StageWriter` writes what pyspark's ``DefaultParamsWriter`` writes (one JSON line in
 ``<path>/metadata``: class, uid, params, defaults) but with the DataFrame writer only, and
@@ -17,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import time
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from pyspark.ml import Pipeline, PipelineModel
@@ -56,6 +61,47 @@ def schema_param(schema: JobSchema, name: str, key: str, base: Any, doc: str | N
     """A stage param checked as ``schema``'s ``key``, with its help text unless ``doc``."""
     return Param(Params._dummy(), name, doc or schema.by_key[key].help,
                  typeConverter=SchemaChecked(schema, key, base, allowed))
+
+
+def _accessor(prefix: str, name: str) -> str:
+    """``setInputCol`` for ``("set", "inputCol")``: pyspark.ml's accessor names."""
+    return prefix + name[:1].upper() + name[1:]
+
+
+def _setter(name: str) -> Callable[[Any, Any], Any]:
+    def set_param(self: Params, value: Any) -> Params:
+        return self._set(**{name: value})
+
+    set_param.__doc__ = f"Sets ``{name}`` (checked as the param checks it); returns the stage."
+    return set_param
+
+
+def _getter(name: str) -> Callable[[Any], Any]:
+    def get_param(self: Params) -> Any:
+        return self.getOrDefault(name)
+
+    get_param.__doc__ = f"The value of ``{name}``, or its default."
+    return get_param
+
+
+class StageParams(Params):
+    """Base of a stage's Params mixins: each subclass gets ``setXxx(value)`` (returns the
+    stage) and ``getXxx()`` for each Param ``xxx`` it has, where neither it nor a base defines
+    that method already; a stage writes only the accessors that do more than set or get."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in dir(cls):
+            param = getattr(cls, name, None)
+            if not isinstance(param, Param) or param.name != name:
+                continue
+            for prefix, make in (("set", _setter), ("get", _getter)):
+                method = _accessor(prefix, name)
+                if not hasattr(cls, method):
+                    accessor = make(name)
+                    accessor.__name__ = method
+                    accessor.__qualname__ = f"{cls.__qualname__}.{method}"
+                    setattr(cls, method, accessor)
 
 
 def given(kwargs: dict[str, Any], nullable: frozenset[str] | set[str]) -> dict[str, Any]:

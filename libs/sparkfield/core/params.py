@@ -105,7 +105,7 @@ class Param:
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             return None, f"must be one of {', '.join(self.choices)}, got {out!r}{hint}"
         if self.pattern is not None and not re.fullmatch(self.pattern, out):
-            return None, f"{out!r} is not valid here"
+            return None, f"{out!r} is not valid here (expected {self.help.split(': ')[0]})"
         return out, None
 
 

@@ -12,7 +12,10 @@ over Spark Connect too.
 Every input row is kept. A null or blank text (or text pair) gets a null result and a reason
 (``null text``, ``empty text``, ``null text pair``, ``empty text pair``); a text longer than
 ``maxTokens`` is truncated and flagged (``truncated``), or with ``onLongText`` ``reject`` gets
-a null result and the reason ``too long``. :func:`count_outcomes` counts them."""
+a null result and the reason ``too long``. :func:`count_outcomes` counts them.
+
+Why one module: the two classifier stages, their DataFrame functions and their shared checks and
+counts follow one engine and one result layout."""
 
 from __future__ import annotations
 
@@ -31,9 +34,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.columns import column
+from sparkfield.core.columns import column, require_columns
 from sparkfield.core.connect import is_connect
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.ml import Persistent, given
 from sparkfield.nlp.aggregation import STRATEGIES, entities, tokens_of
 from sparkfield.nlp.embed import (
@@ -45,6 +48,7 @@ from sparkfield.nlp.embed import (
     ready,
     worker_threads,
 )
+from sparkfield.nlp.embedding_stage import ModelParams
 from sparkfield.nlp.encoder import PRECISIONS, Split
 from sparkfield.nlp.heads import FUNCTIONS, SEQUENCE, TOKEN, read_head
 from sparkfield.nlp.model import check_max_tokens, check_model_dir
@@ -113,93 +117,39 @@ def _optional_string(v: Any) -> str | None:
     return None if v is None else TypeConverters.toString(v)
 
 
-def _device(v: str) -> str | None:
-    ok = v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit())
-    return None if ok else f"{v!r} is not valid: auto, cpu, cuda or cuda:N"
-
-
 def _param(name: str, doc: str, converter: Callable) -> Param:
     return Param(Params._dummy(), name, doc, typeConverter=converter)
 
 
-# name -> default, for both stages
-COMMON_DEFAULTS: dict[str, Any] = {
-    "modelPath": None, "device": "auto", "batchSize": 64, "maxTokens": None, "bucket": True,
-    "onLongText": "truncate", "precision": "fp32",
-}
 NULLABLE = frozenset({"modelPath", "maxTokens", "pairCol"})
 
 
-class _HeadStage(Transformer, HasInputCol, HasOutputCol, Persistent):
-    """What both classifier stages share: the model folder, device, batching, long texts."""
+class _HeadParams(HasInputCol, HasOutputCol, ModelParams):
+    """The params both classifiers share: the model params of every engine stage (folder,
+    device, batching), then the text's length limit, what a longer text gets, the precision.
+    """
 
-    modelPath = _param("modelPath", "local model folder saved with save_pretrained (required)",
-                       _optional_string)
-    device = _param("device", "auto, cpu, cuda or cuda:N",
-                    _checked(TypeConverters.toString, _device))
-    batchSize = _param("batchSize", "texts per model batch (>= 1)", _at_least(1))
     maxTokens = _param("maxTokens", "tokens per text (>= 8); None: the model's window",
                        _at_least(8, nullable=True))
-    bucket = _param("bucket", "order texts by token length inside each Arrow batch before "
-                    "batching (less padding; output order kept)", TypeConverters.toBoolean)
     onLongText = _param("onLongText", "a text over maxTokens: truncate (and flag it), or "
                         "reject (null result, reason 'too long')", _one_of(*LONG_TEXT))
     precision = _param("precision", "fp32, fp16 or bf16 on a GPU (the CPU runs fp32)",
                        _one_of(*PRECISIONS))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(inputCol="text", maxTokens=None, onLongText="truncate",
+                         precision="fp32")
+
+
+class _HeadStage(Transformer, _HeadParams, Persistent):
+    """What both classifier stages do alike: the engine made ready, the columns checked."""
 
     task = ""  # EngineSpec.task
     kind = ""  # what the folder's architectures must name
 
     def _set_params(self, kwargs: dict[str, Any]) -> _HeadStage:
         return self._set(**given(kwargs, NULLABLE))
-
-    def setInputCol(self, value: str) -> _HeadStage:
-        return self._set(inputCol=value)
-
-    def setOutputCol(self, value: str) -> _HeadStage:
-        return self._set(outputCol=value)
-
-    def setModelPath(self, value: str | None) -> _HeadStage:
-        return self._set(modelPath=value)
-
-    def getModelPath(self) -> str | None:
-        return self.getOrDefault(self.modelPath)
-
-    def setDevice(self, value: str) -> _HeadStage:
-        return self._set(device=value)
-
-    def getDevice(self) -> str:
-        return self.getOrDefault(self.device)
-
-    def setBatchSize(self, value: int) -> _HeadStage:
-        return self._set(batchSize=value)
-
-    def getBatchSize(self) -> int:
-        return self.getOrDefault(self.batchSize)
-
-    def setMaxTokens(self, value: int | None) -> _HeadStage:
-        return self._set(maxTokens=value)
-
-    def getMaxTokens(self) -> int | None:
-        return self.getOrDefault(self.maxTokens)
-
-    def setBucket(self, value: bool) -> _HeadStage:
-        return self._set(bucket=value)
-
-    def getBucket(self) -> bool:
-        return self.getOrDefault(self.bucket)
-
-    def setOnLongText(self, value: str) -> _HeadStage:
-        return self._set(onLongText=value)
-
-    def getOnLongText(self) -> str:
-        return self.getOrDefault(self.onLongText)
-
-    def setPrecision(self, value: str) -> _HeadStage:
-        return self._set(precision=value)
-
-    def getPrecision(self) -> str:
-        return self.getOrDefault(self.precision)
 
     # --- transform -------------------------------------------------------------------------
 
@@ -223,11 +173,8 @@ class _HeadStage(Transformer, HasInputCol, HasOutputCol, Persistent):
         return [self.getInputCol()]
 
     def _check_columns(self, dataset: DataFrame) -> None:
-        columns = dataset.columns
-        for col in self._inputs(dataset):
-            if col not in columns:
-                raise InputError(f"no column {col!r} (columns: {', '.join(columns)})")
-        if self.getOutputCol() in columns:
+        require_columns(dataset, self._inputs(dataset))
+        if self.getOutputCol() in dataset.columns:
             raise ConfigError(f"output column {self.getOutputCol()!r} already exists")
 
 
@@ -319,15 +266,8 @@ def _probability_map(labels: tuple[str, ...], scores: np.ndarray,
     return pa.MapArray.from_arrays(pa.array(offsets), keys, items, mask=pa.array(~keep))
 
 
-class TextClassifier(_HeadStage):
-    """Text column (and optionally a second text column: ``pairCol``) -> struct ``label``,
-    ``score`` (and with ``probabilities`` a map of every label's score), ``truncated``,
-    ``reason``, from a local ``*ForSequenceClassification`` model folder.
-
-    Scores as the Hugging Face text-classification pipeline gives them: ``function`` auto
-    takes softmax for a single-label model and sigmoid for a multi-label one (config
-    ``problem_type`` multi_label_classification) or one with a single output; ``label`` is
-    the highest-scoring label of the config's ``id2label``."""
+class _TextClassifierParams(_HeadParams):
+    """TextClassifier's own params and defaults."""
 
     pairCol = _param("pairCol", "second text column (text pairs); None: single texts",
                      _optional_string)
@@ -335,6 +275,24 @@ class TextClassifier(_HeadStage):
                       _one_of(*FUNCTIONS))
     probabilities = _param("probabilities", "add a map of every label's score",
                            TypeConverters.toBoolean)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(outputCol="classification", pairCol=None, function="auto",
+                         probabilities=False)
+
+
+class TextClassifier(_HeadStage, _TextClassifierParams):
+    """Text column (and optionally a second text column: ``pairCol``) -> struct ``label``,
+    ``score`` (and with ``probabilities`` a map of every label's score), ``truncated``,
+    ``reason``, from a local ``*ForSequenceClassification`` model folder.
+
+    Scores as the Hugging Face text-classification pipeline gives them: ``function`` auto
+    takes softmax for a single-label model and sigmoid for a multi-label one (config
+    ``problem_type`` multi_label_classification) or one with a single output; ``label`` is
+    the highest-scoring label of the config's ``id2label``. ``transform`` runs no Spark job:
+    the texts are classified when the result is computed (on classic Spark it checks the model
+    folder and ships it first)."""
 
     task, kind = "sequence-classification", SEQUENCE
 
@@ -346,8 +304,6 @@ class TextClassifier(_HeadStage):
                  maxTokens: int | None = None, bucket: bool | None = None,
                  onLongText: str | None = None, precision: str | None = None) -> None:
         super().__init__()
-        self._setDefault(inputCol="text", outputCol="classification", pairCol=None,
-                         function="auto", probabilities=False, **COMMON_DEFAULTS)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -361,24 +317,6 @@ class TextClassifier(_HeadStage):
         """Sets the params given; ``None`` sets ``modelPath``, ``pairCol`` or ``maxTokens``
         to None and leaves the others as they are."""
         return self._set_params(self._input_kwargs)
-
-    def setPairCol(self, value: str | None) -> TextClassifier:
-        return self._set(pairCol=value)
-
-    def getPairCol(self) -> str | None:
-        return self.getOrDefault(self.pairCol)
-
-    def setFunction(self, value: str) -> TextClassifier:
-        return self._set(function=value)
-
-    def getFunction(self) -> str:
-        return self.getOrDefault(self.function)
-
-    def setProbabilities(self, value: bool) -> TextClassifier:
-        return self._set(probabilities=value)
-
-    def getProbabilities(self) -> bool:
-        return self.getOrDefault(self.probabilities)
 
     def _inputs(self, dataset: DataFrame) -> list[str]:
         return [self.getInputCol(), *([self.getPairCol()] if self.getPairCol() else [])]
@@ -443,7 +381,21 @@ _ENTITY_ARROW = pa.struct([
     pa.field("end", pa.int32(), False), pa.field("index", pa.int32(), True)])
 
 
-class TokenClassifier(_HeadStage):
+class _TokenClassifierParams(_HeadParams):
+    """TokenClassifier's own params and defaults."""
+
+    aggregationStrategy = _param("aggregationStrategy", "none, simple, first, average or max",
+                                 _one_of(*STRATEGIES))
+    ignoreLabels = _param("ignoreLabels", "labels left out of the entities",
+                          TypeConverters.toListString)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(outputCol="entities", aggregationStrategy="simple",
+                         ignoreLabels=["O"])
+
+
+class TokenClassifier(_HeadStage, _TokenClassifierParams):
     """Text column -> struct ``entities`` (array of label, score, word, start, end, index),
     ``truncated``, ``reason``, from a local ``*ForTokenClassification`` model folder.
 
@@ -452,12 +404,9 @@ class TokenClassifier(_HeadStage):
     of one tag, B-/I- prefixes dropped), first, average, max (whole words first, their label
     from the first token, the mean scores, or the most certain token). ``start``/``end`` are
     character offsets into the text and ``word`` the text between them; entities labelled
-    one of ``ignoreLabels`` are left out."""
-
-    aggregationStrategy = _param("aggregationStrategy", "none, simple, first, average or max",
-                                 _one_of(*STRATEGIES))
-    ignoreLabels = _param("ignoreLabels", "labels left out of the entities",
-                          TypeConverters.toListString)
+    one of ``ignoreLabels`` are left out. ``transform`` runs no Spark job: the texts are
+    tagged when the result is computed (on classic Spark it checks the model folder and ships
+    it first)."""
 
     task, kind = "token-classification", TOKEN
 
@@ -469,8 +418,6 @@ class TokenClassifier(_HeadStage):
                  bucket: bool | None = None, onLongText: str | None = None,
                  precision: str | None = None) -> None:
         super().__init__()
-        self._setDefault(inputCol="text", outputCol="entities", aggregationStrategy="simple",
-                         ignoreLabels=["O"], **COMMON_DEFAULTS)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -483,18 +430,6 @@ class TokenClassifier(_HeadStage):
         """Sets the params given; ``None`` sets ``modelPath`` or ``maxTokens`` to None and
         leaves the others as they are."""
         return self._set_params(self._input_kwargs)
-
-    def setAggregationStrategy(self, value: str) -> TokenClassifier:
-        return self._set(aggregationStrategy=value)
-
-    def getAggregationStrategy(self) -> str:
-        return self.getOrDefault(self.aggregationStrategy)
-
-    def setIgnoreLabels(self, value: list[str]) -> TokenClassifier:
-        return self._set(ignoreLabels=value)
-
-    def getIgnoreLabels(self) -> list[str]:
-        return self.getOrDefault(self.ignoreLabels)
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
         self._check_columns(dataset)

@@ -19,9 +19,9 @@ from pyspark.ml.param.shared import HasInputCol, HasOutputCol
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sparkfield.core.columns import column
-from sparkfield.core.errors import ConfigError, InputError
-from sparkfield.core.ml import Persistent, given, schema_param
+from sparkfield.core.columns import column, require_columns
+from sparkfield.core.errors import ConfigError
+from sparkfield.core.ml import Persistent, StageParams, given, schema_param
 from sparkfield.nlp.embed import (
     EMBEDDING,
     ENGINES,
@@ -53,7 +53,44 @@ def _param(name: str, base: Any, allowed: tuple[str, ...] | None = None,
     return schema_param(SCHEMA, name, JOB_KEYS[name], base, doc, allowed)
 
 
-class SentenceEmbeddings(Transformer, HasInputCol, HasOutputCol, Persistent):
+def _job_defaults(*names: str) -> dict[str, Any]:
+    return {name: SCHEMA.by_key[JOB_KEYS[name]].default for name in names}
+
+
+class ModelParams(StageParams):
+    """The model params every stage running the embed job's engine shares (this module's
+    :class:`SentenceEmbeddings`, :mod:`sparkfield.nlp.classify`'s classifiers), checked as
+    the embed job's keys and with their defaults."""
+
+    modelPath = _param("modelPath", TypeConverters.toString,
+                       doc="local model folder (None: SentenceEmbeddings' bundled model; a "
+                       "classifier needs one)")
+    device = _param("device", TypeConverters.toString)
+    batchSize = _param("batchSize", TypeConverters.toInt)
+    bucket = _param("bucket", TypeConverters.toBoolean)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(**_job_defaults("modelPath", "device", "batchSize", "bucket"))
+
+
+class _SentenceEmbeddingsParams(HasInputCol, HasOutputCol, ModelParams):
+    """SentenceEmbeddings' own params and defaults (the embed job's)."""
+
+    engine = _param("engine", TypeConverters.toString, ENGINES,
+                    "torch, or onnx: ONNX Runtime on an export of the model (made once, cached "
+                    "on disk)")
+    quantize = _param("quantize", TypeConverters.toString)
+    maxTokens = _param("maxTokens", TypeConverters.toInt)
+    onnxDir = _param("onnxDir", TypeConverters.toString)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(outputCol=EMBEDDING, **_job_defaults(
+            "inputCol", "engine", "quantize", "maxTokens", "onnxDir"))
+
+
+class SentenceEmbeddings(Transformer, _SentenceEmbeddingsParams, Persistent):
     """Text column -> sentence-embedding vector column (``pyspark.ml.linalg.DenseVector``,
     ``VectorUDT``: what Spark ML's feature, clustering and LSH stages take), L2-normalised,
     384 dimensions with the bundled all-MiniLM-L6-v2. Every input row is kept; a null or blank
@@ -67,19 +104,10 @@ class SentenceEmbeddings(Transformer, HasInputCol, HasOutputCol, Persistent):
     storage), and they check it and make any ONNX export there (``onnxDir`` for a read-only
     model folder).
 
-    ``save``/``load`` work on both kinds of session, and so does a ``Pipeline`` or
+    ``transform`` runs no Spark job: the texts are embedded when the result is computed (on
+    classic Spark it checks the model folder, makes any ONNX export and ships the folders
+    first). ``save``/``load`` work on both kinds of session, and so does a ``Pipeline`` or
     ``PipelineModel`` holding this stage (pyspark saves each stage through its own writer)."""
-
-    engine = _param("engine", TypeConverters.toString, ENGINES,
-                    "torch, or onnx: ONNX Runtime on an export of the model (made once, cached "
-                    "on disk)")
-    quantize = _param("quantize", TypeConverters.toString)
-    batchSize = _param("batchSize", TypeConverters.toInt)
-    maxTokens = _param("maxTokens", TypeConverters.toInt)
-    modelPath = _param("modelPath", TypeConverters.toString)
-    onnxDir = _param("onnxDir", TypeConverters.toString)
-    device = _param("device", TypeConverters.toString)
-    bucket = _param("bucket", TypeConverters.toBoolean)
 
     @keyword_only
     def __init__(self, *, inputCol: str | None = None, outputCol: str | None = None,
@@ -88,8 +116,6 @@ class SentenceEmbeddings(Transformer, HasInputCol, HasOutputCol, Persistent):
                  modelPath: str | None = None, onnxDir: str | None = None,
                  device: str | None = None, bucket: bool | None = None) -> None:
         super().__init__()
-        self._setDefault(outputCol=EMBEDDING,
-                         **{name: SCHEMA.by_key[key].default for name, key in JOB_KEYS.items()})
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -101,62 +127,6 @@ class SentenceEmbeddings(Transformer, HasInputCol, HasOutputCol, Persistent):
         """Sets the params given; ``None`` sets ``modelPath`` or ``onnxDir`` back to their
         defaults' meaning and leaves the others as they are."""
         return self._set(**given(self._input_kwargs, NULLABLE))
-
-    # --- setters and getters, in the pyspark.ml style --------------------------------------
-
-    def setInputCol(self, value: str) -> SentenceEmbeddings:
-        return self._set(inputCol=value)
-
-    def setOutputCol(self, value: str) -> SentenceEmbeddings:
-        return self._set(outputCol=value)
-
-    def setEngine(self, value: str) -> SentenceEmbeddings:
-        return self._set(engine=value)
-
-    def getEngine(self) -> str:
-        return self.getOrDefault(self.engine)
-
-    def setQuantize(self, value: str) -> SentenceEmbeddings:
-        return self._set(quantize=value)
-
-    def getQuantize(self) -> str:
-        return self.getOrDefault(self.quantize)
-
-    def setBatchSize(self, value: int) -> SentenceEmbeddings:
-        return self._set(batchSize=value)
-
-    def getBatchSize(self) -> int:
-        return self.getOrDefault(self.batchSize)
-
-    def setMaxTokens(self, value: int) -> SentenceEmbeddings:
-        return self._set(maxTokens=value)
-
-    def getMaxTokens(self) -> int:
-        return self.getOrDefault(self.maxTokens)
-
-    def setModelPath(self, value: str | None) -> SentenceEmbeddings:
-        return self._set(modelPath=value)
-
-    def getModelPath(self) -> str | None:
-        return self.getOrDefault(self.modelPath)
-
-    def setOnnxDir(self, value: str | None) -> SentenceEmbeddings:
-        return self._set(onnxDir=value)
-
-    def getOnnxDir(self) -> str | None:
-        return self.getOrDefault(self.onnxDir)
-
-    def setDevice(self, value: str) -> SentenceEmbeddings:
-        return self._set(device=value)
-
-    def getDevice(self) -> str:
-        return self.getOrDefault(self.device)
-
-    def setBucket(self, value: bool) -> SentenceEmbeddings:
-        return self._set(bucket=value)
-
-    def getBucket(self) -> bool:
-        return self.getOrDefault(self.bucket)
 
     # --- transform -------------------------------------------------------------------------
 
@@ -171,10 +141,8 @@ class SentenceEmbeddings(Transformer, HasInputCol, HasOutputCol, Persistent):
 
     def _transform(self, dataset: DataFrame) -> DataFrame:
         text, out = self.getInputCol(), self.getOutputCol()
-        columns = dataset.columns
-        if text not in columns:
-            raise InputError(f"no column {text!r} (columns: {', '.join(columns)})")
-        if out in columns:
+        require_columns(dataset, [text])
+        if out in dataset.columns:
             raise ConfigError(f"output column {out!r} already exists")
         encoded = embedding_column(column(text), self.engine_spec(dataset.sparkSession),
                                    self.getBatchSize(), self.getBucket())[EMBEDDING]

@@ -4,9 +4,9 @@ sentences, text to tokens by the pinned rule, token arrays to the pinned vocabul
 They use the DataFrame API only (pandas UDFs run the Python side in Spark's Python workers),
 so they work on classic Spark and over Spark Connect alike. The Spark ML stages of
 :mod:`sparkfield.text.bag_of_words.stages` call them, and so does the bag_of_words job. Every
-input row is
-kept (except by ``split_sentences(explode=True)``); a null input gives no text, no sentences,
-no tokens, never an error.
+input row is kept (except by ``split_sentences(explode=True)``); a null input gives no text, no
+sentences, no tokens, never an error. An input column that is missing or of the wrong type
+raises :class:`~sparkfield.core.errors.ColumnError` naming it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.columns import column, quoted
-from sparkfield.core.errors import ConfigError, InputError
+from sparkfield.core.columns import column, quoted, require_type
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import keep_archive_directories
 from sparkfield.text.bag_of_words.normalise import sentences, tokens
@@ -35,23 +35,16 @@ WORDS = T.ArrayType(T.StringType(), False)
 STOPWORDS = SCHEMA.by_key["stopwords"].choices
 
 
-def _column_type(df: DataFrame, name: str) -> T.DataType:
-    if name not in df.columns:
-        raise InputError(f"no column {name!r} (columns: {', '.join(df.columns)})")
-    return df.schema[name].dataType
+def _is_text(kind: T.DataType) -> bool:
+    return isinstance(kind, T.StringType)
 
 
-def _require_text(df: DataFrame, name: str) -> None:
-    kind = _column_type(df, name)
-    if not isinstance(kind, T.StringType):
-        raise InputError(f"column {name!r} must be a string column, not {kind.simpleString()}")
+def _is_tokens(kind: T.DataType) -> bool:
+    return isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType)
 
 
-def _require_tokens(df: DataFrame, name: str) -> None:
-    kind = _column_type(df, name)
-    if not (isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType)):
-        raise InputError(f"column {name!r} must hold token arrays (array<string>), "
-                         f"not {kind.simpleString()}")
+def _is_html(kind: T.DataType) -> bool:
+    return isinstance(kind, T.StringType | T.BinaryType)
 
 
 def _require_new(df: DataFrame, names: Sequence[str]) -> None:
@@ -85,15 +78,12 @@ def html_to_text(df: DataFrame, input_col: str = "html", output_col: str = "text
     check_extract(extract)
     if extract == "selector" and not selector.strip():
         raise ConfigError("extract: selector needs a CSS selector")
-    kind = _column_type(df, input_col)
-    if not isinstance(kind, T.StringType | T.BinaryType):
-        raise InputError(f"column {input_col!r} must hold HTML as a string or binary column, "
-                         f"not {kind.simpleString()}")
+    kind = require_type(df, input_col, _is_html, "HTML as a string or binary column")
     outputs = [(c, f) for c, f in ((output_col, "text"), (title_col, "title"),
                                    (error_col, "error")) if c]
     _require_new(df, [c for c, _ in outputs])
     if charset_col:
-        _require_text(df, charset_col)
+        require_type(df, charset_col, _is_text, "a string column")
     charset = column(charset_col) if charset_col else F.lit(None).cast("string")
     udf = _parse_udf(extract, selector, isinstance(kind, T.BinaryType))
     tmp = _free_name(df, "__parsed")
@@ -134,7 +124,7 @@ def split_sentences(df: DataFrame, input_col: str = "text", output_col: str = "s
     array in ``output_col`` (a null text has none). ``explode``: one row per sentence
     instead, the sentence in ``output_col`` and its position (0, 1, ...) in ``index_col``;
     rows without a sentence are dropped."""
-    _require_text(df, input_col)
+    require_type(df, input_col, _is_text, "a string column")
     split = _sentences_udf()(column(input_col))
     if not explode:
         _require_new(df, [output_col])
@@ -166,7 +156,7 @@ def tokenize(df: DataFrame, input_col: str = "text", output_col: str = "tokens",
     its runs of Python-regex ``\\w`` characters, in order; ``stopwords="english"`` leaves
     NLTK's English stopwords out. A null text has no tokens (an empty array, which Spark's
     ``CountVectorizer`` takes)."""
-    _require_text(df, input_col)
+    require_type(df, input_col, _is_text, "a string column")
     _require_new(df, [output_col])
     return df.withColumn(output_col, _tokens_udf(stopword_set(stopwords))(column(input_col)))
 
@@ -196,7 +186,7 @@ def token_vocabulary(df: DataFrame, input_col: str = "tokens",
     ConfigError naming the argument). Runs Spark jobs (the count for a fraction, the top
     words)."""
     vocab_size, min_df = vocabulary_args(vocab_size, min_df)
-    _require_tokens(df, input_col)
+    require_type(df, input_col, _is_tokens, "token arrays (array<string>)")
     if min_df < 1:
         min_df = min_df * df.count()
     return top_vocabulary(token_stats(df, input_col), vocab_size, min_df)

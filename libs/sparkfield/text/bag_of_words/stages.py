@@ -23,7 +23,7 @@ from pyspark.ml.param.shared import HasInputCol, HasOutputCol
 from pyspark.sql import DataFrame
 
 from sparkfield.core.errors import InputError
-from sparkfield.core.ml import Persistent, given
+from sparkfield.core.ml import Persistent, StageParams, given
 from sparkfield.text.bag_of_words.functions import (
     html_to_text,
     split_sentences,
@@ -44,16 +44,8 @@ def _column_param(name: str, doc: str) -> Param:
     return Param(Params._dummy(), name, doc, typeConverter=optional_string)
 
 
-class HtmlToText(Transformer, HasInputCol, HasOutputCol, Persistent):
-    """HTML -> document text (``outputCol``) and title (``titleCol``), every row kept.
-
-    ``inputCol`` holds the HTML as a string, or as bytes decoded by the job's charset rules
-    (byte-order mark, then the charset of ``charsetCol``, a Content-Type header such as
-    ``text/html; charset=ISO-8859-1`` or a bare label, then the page's ``<meta>``, then
-    detection). ``extract``: ``main`` (trafilatura's main content) or ``selector`` (the text
-    of the ``selector`` elements). A null page, a page without text and one the parser cannot
-    read get a null text; ``errorCol``, when set, says why. ``titleCol=None`` leaves the title
-    out."""
+class _HtmlToTextParams(HasInputCol, HasOutputCol, StageParams):
+    """HtmlToText's params and defaults (setters and getters: :class:`StageParams`)."""
 
     titleCol = _column_param("titleCol", "column of the page's <title> (None: left out)")
     errorCol = _column_param("errorCol", "column of why a page has no text (None: left out)")
@@ -63,15 +55,30 @@ class HtmlToText(Transformer, HasInputCol, HasOutputCol, Persistent):
     selector = job_param("selector", "selector", TypeConverters.toString)
     NULLABLE = frozenset({"titleCol", "errorCol", "charsetCol"})
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(inputCol="html", outputCol="text", titleCol="title", errorCol=None,
+                         charsetCol=None, extract=job_default("extract"),
+                         selector=job_default("selector"))
+
+
+class HtmlToText(Transformer, _HtmlToTextParams, Persistent):
+    """HTML -> document text (``outputCol``) and title (``titleCol``), every row kept.
+
+    ``inputCol`` holds the HTML as a string, or as bytes decoded by the job's charset rules
+    (byte-order mark, then the charset of ``charsetCol``, a Content-Type header such as
+    ``text/html; charset=ISO-8859-1`` or a bare label, then the page's ``<meta>``, then
+    detection). ``extract``: ``main`` (trafilatura's main content) or ``selector`` (the text
+    of the ``selector`` elements). A null page, a page without text and one the parser cannot
+    read get a null text; ``errorCol``, when set, says why. ``titleCol=None`` leaves the title
+    out. ``transform`` runs no Spark job: the pages are parsed when the result is computed."""
+
     @keyword_only
     def __init__(self, *, inputCol: str | None = None, outputCol: str | None = None,
                  titleCol: str | None = None, errorCol: str | None = None,
                  charsetCol: str | None = None, extract: str | None = None,
                  selector: str | None = None) -> None:
         super().__init__()
-        self._setDefault(inputCol="html", outputCol="text", titleCol="title", errorCol=None,
-                         charsetCol=None, extract=job_default("extract"),
-                         selector=job_default("selector"))
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -83,55 +90,14 @@ class HtmlToText(Transformer, HasInputCol, HasOutputCol, Persistent):
         columns (``titleCol``, ``errorCol``, ``charsetCol``), which it leaves out."""
         return self._set(**given(self._input_kwargs, self.NULLABLE))
 
-    def setInputCol(self, value: str) -> HtmlToText:
-        return self._set(inputCol=value)
-
-    def setOutputCol(self, value: str) -> HtmlToText:
-        return self._set(outputCol=value)
-
-    def setTitleCol(self, value: str | None) -> HtmlToText:
-        return self._set(titleCol=value)
-
-    def getTitleCol(self) -> str | None:
-        return self.getOrDefault(self.titleCol)
-
-    def setErrorCol(self, value: str | None) -> HtmlToText:
-        return self._set(errorCol=value)
-
-    def getErrorCol(self) -> str | None:
-        return self.getOrDefault(self.errorCol)
-
-    def setCharsetCol(self, value: str | None) -> HtmlToText:
-        return self._set(charsetCol=value)
-
-    def getCharsetCol(self) -> str | None:
-        return self.getOrDefault(self.charsetCol)
-
-    def setExtract(self, value: str) -> HtmlToText:
-        return self._set(extract=value)
-
-    def getExtract(self) -> str:
-        return self.getOrDefault(self.extract)
-
-    def setSelector(self, value: str) -> HtmlToText:
-        return self._set(selector=value)
-
-    def getSelector(self) -> str:
-        return self.getOrDefault(self.selector)
-
     def _transform(self, dataset: DataFrame) -> DataFrame:
         return html_to_text(dataset, self.getInputCol(), self.getOutputCol(),
                             self.getTitleCol(), self.getErrorCol(), self.getExtract(),
                             self.getSelector(), self.getCharsetCol())
 
 
-class SentenceSplitter(Transformer, HasInputCol, HasOutputCol, Persistent):
-    """Text -> its Punkt sentences (NLTK's English parameters; each line split on its own) as
-    an array column, one row per document, as Spark NLP's ``SentenceDetector`` gives them; a
-    null text has none. ``explodeSentences=True``: one row per sentence instead (the sentence
-    in ``outputCol``, its position in ``indexCol``; documents without a sentence dropped), the
-    layout of the job's ``sentences/``. Keep the array in a Pipeline that fits on documents:
-    an estimator after an exploding stage counts sentences as documents (``minDF``, IDF)."""
+class _SentenceSplitterParams(HasInputCol, HasOutputCol, StageParams):
+    """SentenceSplitter's params and defaults."""
 
     explodeSentences = Param(Params._dummy(), "explodeSentences",
                              "one row per sentence instead of an array per row",
@@ -140,12 +106,25 @@ class SentenceSplitter(Transformer, HasInputCol, HasOutputCol, Persistent):
                      "...) in its document, with explodeSentences",
                      typeConverter=TypeConverters.toString)
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(inputCol="text", outputCol="sentences", explodeSentences=False,
+                         indexCol="sentence_idx")
+
+
+class SentenceSplitter(Transformer, _SentenceSplitterParams, Persistent):
+    """Text -> its Punkt sentences (NLTK's English parameters; each line split on its own) as
+    an array column, one row per document, as Spark NLP's ``SentenceDetector`` gives them; a
+    null text has none. ``explodeSentences=True``: one row per sentence instead (the sentence
+    in ``outputCol``, its position in ``indexCol``; documents without a sentence dropped), the
+    layout of the job's ``sentences/``. Keep the array in a Pipeline that fits on documents:
+    an estimator after an exploding stage counts sentences as documents (``minDF``, IDF).
+    ``transform`` runs no Spark job."""
+
     @keyword_only
     def __init__(self, *, inputCol: str | None = None, outputCol: str | None = None,
                  explodeSentences: bool | None = None, indexCol: str | None = None) -> None:
         super().__init__()
-        self._setDefault(inputCol="text", outputCol="sentences", explodeSentences=False,
-                         indexCol="sentence_idx")
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -155,45 +134,34 @@ class SentenceSplitter(Transformer, HasInputCol, HasOutputCol, Persistent):
         """Sets the params given; ``None`` leaves a param as it is."""
         return self._set(**given(self._input_kwargs, frozenset()))
 
-    def setInputCol(self, value: str) -> SentenceSplitter:
-        return self._set(inputCol=value)
-
-    def setOutputCol(self, value: str) -> SentenceSplitter:
-        return self._set(outputCol=value)
-
-    def setExplodeSentences(self, value: bool) -> SentenceSplitter:
-        return self._set(explodeSentences=value)
-
-    def getExplodeSentences(self) -> bool:
-        return self.getOrDefault(self.explodeSentences)
-
-    def setIndexCol(self, value: str) -> SentenceSplitter:
-        return self._set(indexCol=value)
-
-    def getIndexCol(self) -> str:
-        return self.getOrDefault(self.indexCol)
-
     def _transform(self, dataset: DataFrame) -> DataFrame:
         return split_sentences(dataset, self.getInputCol(), self.getOutputCol(),
                                self.getExplodeSentences(), self.getIndexCol())
 
 
-class WordTokenizer(Transformer, HasInputCol, HasOutputCol, Persistent):
+class _WordTokenizerParams(HasInputCol, HasOutputCol, StageParams):
+    """WordTokenizer's params and defaults."""
+
+    stopwords = job_param("stopwords", "stopwords", TypeConverters.toString)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(inputCol="text", outputCol="tokens",
+                         stopwords=job_default("stopwords"))
+
+
+class WordTokenizer(Transformer, _WordTokenizerParams, Persistent):
     """Text -> tokens by the job's pinned rule: the text lower-cased, then its runs of
     Python-regex ``\\w`` characters (Unicode letters, digits, underscore), in order. Unlike
     Spark's ``Tokenizer`` (split on whitespace) and ``RegexTokenizer`` (Java's regex classes),
     it counts exactly as the job does. ``stopwords="english"`` leaves NLTK's English stopwords
     out, which leaves them out of a vocabulary fitted downstream as the job's ``stopwords``
-    does. A null text gives an empty array."""
-
-    stopwords = job_param("stopwords", "stopwords", TypeConverters.toString)
+    does. A null text gives an empty array. ``transform`` runs no Spark job."""
 
     @keyword_only
     def __init__(self, *, inputCol: str | None = None, outputCol: str | None = None,
                  stopwords: str | None = None) -> None:
         super().__init__()
-        self._setDefault(inputCol="text", outputCol="tokens",
-                         stopwords=job_default("stopwords"))
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -202,30 +170,12 @@ class WordTokenizer(Transformer, HasInputCol, HasOutputCol, Persistent):
         """Sets the params given; ``None`` leaves a param as it is."""
         return self._set(**given(self._input_kwargs, frozenset()))
 
-    def setInputCol(self, value: str) -> WordTokenizer:
-        return self._set(inputCol=value)
-
-    def setOutputCol(self, value: str) -> WordTokenizer:
-        return self._set(outputCol=value)
-
-    def setStopwords(self, value: str) -> WordTokenizer:
-        return self._set(stopwords=value)
-
-    def getStopwords(self) -> str:
-        return self.getOrDefault(self.stopwords)
-
     def _transform(self, dataset: DataFrame) -> DataFrame:
         return tokenize(dataset, self.getInputCol(), self.getOutputCol(), self.getStopwords())
 
 
-class PinnedCountVectorizer(Estimator, HasInputCol, HasOutputCol, Persistent):
-    """Spark's ``CountVectorizer`` with the job's vocabulary rule: the ``vocabSize`` most
-    frequent tokens of at least ``minDF`` rows (below 1: a fraction of the rows), ties broken
-    by word. Spark's own ``CountVectorizer.fit`` orders by count only, so tied words come in
-    an order (and, at the cut, a choice) that depends on the partitioning; this one gives the
-    same vocabulary every run. ``fit`` returns Spark's own ``CountVectorizerModel`` (so a
-    fitted Pipeline transforms, saves and loads as with ``CountVectorizer``); ``binary`` is
-    the model's. InputError when no word passes ``minDF``."""
+class _PinnedCountVectorizerParams(HasInputCol, HasOutputCol, StageParams):
+    """PinnedCountVectorizer's params and defaults (the job's)."""
 
     vocabSize = Param(Params._dummy(), "vocabSize", SCHEMA.by_key["vocab_size"].help,
                       typeConverter=VOCAB_SIZE)
@@ -234,15 +184,31 @@ class PinnedCountVectorizer(Estimator, HasInputCol, HasOutputCol, Persistent):
     binary = Param(Params._dummy(), "binary", "1.0 for every present token instead of its "
                    "count", typeConverter=TypeConverters.toBoolean)
 
-    @keyword_only
-    def __init__(self, *, inputCol: str | None = None, outputCol: str | None = None,
-                 vocabSize: int | None = None, minDF: float | None = None,
-                 binary: bool | None = None) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self._setDefault(inputCol="tokens", outputCol="vector",
                          vocabSize=job_default("vocab_size"),
                          minDF=float(job_default("min_df")),
                          binary=job_default("vector") == "binary")
+
+
+class PinnedCountVectorizer(Estimator, _PinnedCountVectorizerParams, Persistent):
+    """Spark's ``CountVectorizer`` with the job's vocabulary rule: the ``vocabSize`` most
+    frequent tokens of at least ``minDF`` rows (below 1: a fraction of the rows), ties broken
+    by word. Spark's own ``CountVectorizer.fit`` orders by count only, so tied words come in
+    an order (and, at the cut, a choice) that depends on the partitioning; this one gives the
+    same vocabulary every run. ``fit`` returns Spark's own ``CountVectorizerModel`` (so a
+    fitted Pipeline transforms, saves and loads as with ``CountVectorizer``); ``binary`` is
+    the model's. InputError when no word passes ``minDF``.
+
+    Runs a Spark job: ``fit`` collects the vocabulary (after a second job counting the rows
+    where ``minDF`` is a fraction). The model's ``transform`` runs none."""
+
+    @keyword_only
+    def __init__(self, *, inputCol: str | None = None, outputCol: str | None = None,
+                 vocabSize: int | None = None, minDF: float | None = None,
+                 binary: bool | None = None) -> None:
+        super().__init__()
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -251,30 +217,6 @@ class PinnedCountVectorizer(Estimator, HasInputCol, HasOutputCol, Persistent):
                   binary: bool | None = None) -> PinnedCountVectorizer:
         """Sets the params given; ``None`` leaves a param as it is."""
         return self._set(**given(self._input_kwargs, frozenset()))
-
-    def setInputCol(self, value: str) -> PinnedCountVectorizer:
-        return self._set(inputCol=value)
-
-    def setOutputCol(self, value: str) -> PinnedCountVectorizer:
-        return self._set(outputCol=value)
-
-    def setVocabSize(self, value: int) -> PinnedCountVectorizer:
-        return self._set(vocabSize=value)
-
-    def getVocabSize(self) -> int:
-        return self.getOrDefault(self.vocabSize)
-
-    def setMinDF(self, value: float) -> PinnedCountVectorizer:
-        return self._set(minDF=value)
-
-    def getMinDF(self) -> float:
-        return self.getOrDefault(self.minDF)
-
-    def setBinary(self, value: bool) -> PinnedCountVectorizer:
-        return self._set(binary=value)
-
-    def getBinary(self) -> bool:
-        return self.getOrDefault(self.binary)
 
     def _fit(self, dataset: DataFrame) -> CountVectorizerModel:
         vocab = token_vocabulary(dataset, self.getInputCol(), self.getVocabSize(),
