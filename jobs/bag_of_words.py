@@ -11,15 +11,15 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.text import BagOfWordsResult, run
-from sparkfield.text.params import SCHEMA
+from sparkfield.text.params import BAG_OF_WORDS
 
 
 def parser() -> argparse.ArgumentParser:
-    return cli.base_parser("bag_of_words", cli.doc_summary(__doc__), SCHEMA)
+    return cli.base_parser("bag_of_words", cli.doc_summary(__doc__), BAG_OF_WORDS)
 
 
 def overrides(a: argparse.Namespace) -> dict:
-    over = SCHEMA.overrides(a)
+    over = BAG_OF_WORDS.overrides(a)
     job = over["job"]
     if "selector" in job:  # --selector alone implies --extract selector
         if job.get("extract") == "main":

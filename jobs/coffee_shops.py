@@ -10,11 +10,11 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.geo import CoffeeShopResult, run
-from sparkfield.geo.params import SCHEMA
+from sparkfield.geo.params import COFFEE_SHOPS
 
 
 def parser() -> argparse.ArgumentParser:
-    return cli.base_parser("coffee_shops", cli.doc_summary(__doc__), SCHEMA)
+    return cli.base_parser("coffee_shops", cli.doc_summary(__doc__), COFFEE_SHOPS)
 
 
 def describe(result: CoffeeShopResult) -> str:

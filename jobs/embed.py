@@ -10,11 +10,11 @@ import sys
 
 from sparkfield.core import cli
 from sparkfield.nlp import EmbedResult, run
-from sparkfield.nlp.params import SCHEMA
+from sparkfield.nlp.params import EMBED
 
 
 def parser() -> argparse.ArgumentParser:
-    return cli.base_parser("embed", cli.doc_summary(__doc__), SCHEMA)
+    return cli.base_parser("embed", cli.doc_summary(__doc__), EMBED)
 
 
 def describe(result: EmbedResult) -> str:

@@ -277,9 +277,9 @@ def test_parsed_parameters_pickle_by_job_and_section(tmp_path):
 
     import cloudpickle
 
-    from sparkfield.text.params import SCHEMA
+    from sparkfield.text.params import BAG_OF_WORDS
 
-    p = SCHEMA.parse({"fetch": {"delay_s": 0.5}})
+    p = BAG_OF_WORDS.parse({"fetch": {"delay_s": 0.5}})
     assert pickle.loads(pickle.dumps(p)) == p
     (tmp_path / "p.pkl").write_bytes(cloudpickle.dumps(p.fetch))
     code = ("import pickle, sys; q = pickle.load(open(sys.argv[1], 'rb')); "

@@ -13,7 +13,7 @@ from sparkfield.geo.inputs import (
     find_crime_columns,
 )
 from sparkfield.geo.job import compute
-from sparkfield.geo.params import SCHEMA
+from sparkfield.geo.params import COFFEE_SHOPS
 
 POINT_COLS = ["name", "x", "y", "longitude", "latitude"]
 REJECT_COLS = ["source", "reason", "record"]
@@ -37,7 +37,7 @@ def _crime_input(spark) -> CrimeInput:
 
 
 def _params():
-    return SCHEMA.parse({
+    return COFFEE_SHOPS.parse({
         "search": {"grid_step_m": 10, "search_radius_m": 25, "competitor_radius_m": 500,
                    "exclude_m": {"theft": 15}, "top": 3, "min_separation_m": 0,
                    "count_radius_m": 25, "tile_cells": 4, "tile_partitions": 2},

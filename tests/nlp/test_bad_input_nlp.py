@@ -19,7 +19,7 @@ from sparkfield.nlp.embed import split_texts, worker_threads
 from sparkfield.nlp.job import EmbedComputed, EmbedInputs, compute, derive, prepare, read_texts
 from sparkfield.nlp.model import ModelError, check_model_dir, default_model_dir
 from sparkfield.nlp.onnx_engine import ensure_onnx, export_dir
-from sparkfield.nlp.params import SCHEMA
+from sparkfield.nlp.params import EMBED
 from tests.conftest import job_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def _truncate(path: Path) -> None:
 def _compute(spark, texts, folder: Path, **job) -> tuple[EmbedInputs, EmbedComputed]:
     """The job's inputs prepared and its pure step run on ``texts`` (ids in column ``id``);
     the cached frames are released on return."""
-    p = SCHEMA.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
+    p = EMBED.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
                       **job})
     d = derive(p, seed=42, task_cpus=worker_threads(spark))
     inputs = prepare(spark, p, d, folder)

@@ -8,7 +8,7 @@ from pyspark.sql import types as T
 from sparkfield.nlp.embed import worker_threads
 from sparkfield.nlp.job import compute, derive, prepare
 from sparkfield.nlp.model import check_model_dir
-from sparkfield.nlp.params import SCHEMA
+from sparkfield.nlp.params import EMBED
 
 TEXTS = T.StructType([
     T.StructField("id", T.StringType(), True),
@@ -24,7 +24,7 @@ def test_compute_counts_embeddings_rejects_and_neighbours_without_a_report(spark
         ("d", None),  # the null row
         ("e", "   "),  # blank
     ], TEXTS)
-    p = SCHEMA.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
+    p = EMBED.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
                       "batch_size": 2, "neighbors": {"k": 2}, "topics": {"enabled": False},
                       "attention": {"sentences": 1}})
     d = derive(p, seed=42, task_cpus=worker_threads(spark))

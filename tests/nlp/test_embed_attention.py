@@ -14,7 +14,7 @@ from sparkfield.nlp import job
 from sparkfield.nlp.embed import worker_threads
 from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import check_model_dir
-from sparkfield.nlp.params import SCHEMA
+from sparkfield.nlp.params import EMBED
 
 LONG = " ".join(["Natural language processing lets computers read and write text."] * 12)
 TEXTS = [
@@ -42,7 +42,7 @@ def test_attention_maps_come_from_a_worker_and_equal_the_encoder(spark, monkeypa
     texts = spark.createDataFrame(TEXTS, T.StructType([
         T.StructField("id", T.StringType()), T.StructField("sentence", T.StringType())
     ])).repartition(2)
-    p = SCHEMA.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
+    p = EMBED.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
                       "neighbors": {"enabled": False}, "topics": {"enabled": False},
                       "attention": {"sentences": 3}})
     d = job.derive(p, seed=42, task_cpus=worker_threads(spark))
@@ -70,7 +70,7 @@ def test_attention_maps_come_from_a_worker_and_equal_the_encoder(spark, monkeypa
 
 
 def test_no_attention_maps_when_disabled(spark):
-    p = SCHEMA.parse({"input": "inline", "output": None, "attention": {"enabled": False},
+    p = EMBED.parse({"input": "inline", "output": None, "attention": {"enabled": False},
                       "neighbors": {"enabled": False}, "topics": {"enabled": False}})
     d = job.derive(p, seed=42, task_cpus=1)
     inputs = job.prepare(spark, p, d, check_model_dir(None))

@@ -24,7 +24,7 @@ from sparkfield.nlp.embed import worker_threads
 from sparkfield.nlp.embedding_stage import JOB_KEYS
 from sparkfield.nlp.job import compute, derive, prepare
 from sparkfield.nlp.model import ModelError, check_model_dir
-from sparkfield.nlp.params import SCHEMA
+from sparkfield.nlp.params import EMBED
 from sparkfield.text.bag_of_words.normalise import sentences
 from sparkfield.text.bag_of_words.parse import page_text
 
@@ -65,7 +65,7 @@ def _stage(**params) -> SentenceEmbeddings:
 def test_defaults_and_checks_are_the_embed_jobs():
     stage = SentenceEmbeddings()
     for name, key in JOB_KEYS.items():
-        assert stage.getOrDefault(name) == SCHEMA.by_key[key].default, name
+        assert stage.getOrDefault(name) == EMBED.by_key[key].default, name
     assert stage.getOutputCol() == "embedding" and stage.getModelPath() is None
     stage.setEngine("onnx").setQuantize("int8").setMaxTokens(64).setBucket(False)
     assert (stage.getEngine(), stage.getQuantize(), stage.getMaxTokens(),
@@ -90,7 +90,7 @@ def test_vectors_equal_the_embed_jobs_and_the_model_run_directly(spark, texts,
     got = _vectors(out)
     assert len(got) == N + 2 and got["null"] is None and got["blank"] is None
 
-    p = SCHEMA.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
+    p = EMBED.parse({"input": "inline", "output": None, "id_col": "id", "device": "cpu",
                       "batch_size": 8, "neighbors": {"enabled": False},
                       "topics": {"enabled": False}, "attention": {"enabled": False}})
     d = derive(p, seed=42, task_cpus=worker_threads(spark))

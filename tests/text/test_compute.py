@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from sparkfield.text.crawl.fetch import PAGES_SCHEMA
 from sparkfield.text.crawl.state import CrawlState
 from sparkfield.text.job import compute
-from sparkfield.text.params import SCHEMA
+from sparkfield.text.params import BAG_OF_WORDS
 
 
 def _page(url: str, html: str | None, status: int, error: str | None) -> tuple:
@@ -29,7 +29,7 @@ def test_compute_counts_pages_sentences_and_words_without_a_report(spark):
     state = CrawlState(fingerprint={})
     pages = state.annotate(spark.createDataFrame(rows, PAGES_SCHEMA).withColumn(
         "doc_id", F.col("url")))
-    p = SCHEMA.parse({"output": None, "extract": "selector", "selector": "p"})
+    p = BAG_OF_WORDS.parse({"output": None, "extract": "selector", "selector": "p"})
 
     with ExitStack() as stack:
         c = compute(spark, p, pages, state, stack)

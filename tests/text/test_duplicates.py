@@ -25,7 +25,7 @@ from sparkfield.text.bag_of_words.duplicates import (
     signature,
     signatures,
 )
-from sparkfield.text.params import SCHEMA, duplicate_settings
+from sparkfield.text.params import BAG_OF_WORDS, duplicate_settings
 from tests.conftest import WIKI_PAGES
 
 K = 5
@@ -108,7 +108,7 @@ def test_settings_are_checked(repo_root, tmp_path):
     cfg = load_config("bag_of_words", "local", repo_root / "conf", {"job": {
         "source": {"html_dir": str(tmp_path)}, "duplicates": {"threshold": 1.5}}})
     with pytest.raises(ConfigError, match="threshold"):
-        SCHEMA.parse(cfg.job)
+        BAG_OF_WORDS.parse(cfg.job)
 
 
 DOCS = T.StructType([T.StructField("url", T.StringType(), False),

@@ -27,7 +27,7 @@ from sparkfield.text import (
 )
 from sparkfield.text.bag_of_words.normalise import sentences, tokens
 from sparkfield.text.job import parse_documents, sentence_rows
-from sparkfield.text.params import SCHEMA
+from sparkfield.text.params import BAG_OF_WORDS
 
 PAGES = [
     ("a", "<html><head><title>Cats</title></head><body><nav>Home</nav><article>"
@@ -51,7 +51,7 @@ def _by_id(df, *cols):
 
 
 def test_the_defaults_are_the_jobs():
-    job = {k: SCHEMA.by_key[k].default for k in ("extract", "selector", "stopwords",
+    job = {k: BAG_OF_WORDS.by_key[k].default for k in ("extract", "selector", "stopwords",
                                                  "vocab_size", "min_df", "vector")}
     h = HtmlToText()
     assert (h.getExtract(), h.getSelector()) == (job["extract"], job["selector"])

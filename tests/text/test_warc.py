@@ -88,12 +88,12 @@ def test_listing_takes_a_file_a_folder_or_a_glob(tmp_path):
 
 
 def test_exactly_one_source(repo_root, tmp_path):
-    from sparkfield.text.params import SCHEMA, derive
+    from sparkfield.text.params import BAG_OF_WORDS, derive
 
-    p = SCHEMA.parse({"source": {"warc": "x.warc", "html_dir": "y"}})
+    p = BAG_OF_WORDS.parse({"source": {"warc": "x.warc", "html_dir": "y"}})
     with pytest.raises(ConfigError, match="--warc PATH"):
         derive(p, 1)
-    assert derive(SCHEMA.parse({"source": {"warc": "x.warc"}}), 1).source == "warc"
+    assert derive(BAG_OF_WORDS.parse({"source": {"warc": "x.warc"}}), 1).source == "warc"
 
 
 # ---- (a) + (d): a WARC against the same pages in a folder ---------------------------------

@@ -9,7 +9,7 @@ from typing import Any
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
-SCHEMA = JobSchema("coffee_shops", [
+COFFEE_SHOPS = JobSchema("coffee_shops", [
     Param("inputs.crimes", "str", None, "crime CSV (police open-data schema, or "
           "Latitude/Longitude); null: the bundled 2016 Vancouver crimes", flag="--crimes"),
     Param("inputs.stations", "str", None, "stations CSV (station,longitude,latitude) or "
@@ -66,19 +66,19 @@ SCHEMA = JobSchema("coffee_shops", [
     Param("study_area.ymax", "float", 5466000.0, "study area, north edge"),
 ], output="out/coffee_shops")
 
-CoffeeShopsParams = SCHEMA.params_type()
+CoffeeShopsParams = COFFEE_SHOPS.params_type()
 """The typed job section :meth:`JobSchema.parse` builds (``p.search.grid_step_m``)."""
-CoffeeShopsSearchParams = SCHEMA.params_type("search")
+CoffeeShopsSearchParams = COFFEE_SHOPS.params_type("search")
 """Its ``search`` section (``p.search``): the keyword arguments of ``best_locations``."""
-SEARCH_DEFAULTS: dict[str, Any] = SCHEMA.defaults()["search"]
+SEARCH_DEFAULTS: dict[str, Any] = COFFEE_SHOPS.defaults()["search"]
 """The schema's default of every ``search`` key, by its name in the section."""
 
 
 def parse(job: dict[str, Any] | None) -> CoffeeShopsParams:
-    """The job section parsed by :data:`SCHEMA`, then checked for what no single key says:
+    """The job section parsed by :data:`COFFEE_SHOPS`, then checked for what no single key says:
     ``exclude_m`` gives a radius to every category and no other, and the refinement steps
     shrink from ``grid_step_m`` on. :class:`ConfigError` names every problem."""
-    p = SCHEMA.parse(job)
+    p = COFFEE_SHOPS.parse(job)
     problems = [*_exclusion_problems(p), *_refine_problems(p)]
     if problems:
         raise ConfigError("; ".join(problems))
@@ -88,7 +88,7 @@ def parse(job: dict[str, Any] | None) -> CoffeeShopsParams:
 def parse_search(values: dict[str, Any]) -> CoffeeShopsSearchParams:
     """The ``search`` section alone (the library's keyword arguments), checked as :func:`parse`
     checks it: bounds from the schema, refinement steps that shrink."""
-    p = SCHEMA.parse({"search": values})
+    p = COFFEE_SHOPS.parse({"search": values})
     problems = _refine_problems(p)
     if problems:
         raise ConfigError("; ".join(problems))

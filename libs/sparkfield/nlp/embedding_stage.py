@@ -4,7 +4,7 @@
 
 It runs the embed job's own engine (:func:`~sparkfield.nlp.embed.embedding_column`, made ready
 by :func:`~sparkfield.nlp.embed.ready`), and takes its defaults, checks and help texts from the
-job's schema (:data:`~sparkfield.nlp.params.SCHEMA`). It saves and loads itself through the
+job's schema (:data:`~sparkfield.nlp.params.EMBED`). It saves and loads itself through the
 DataFrame API (:mod:`sparkfield.core.ml`), so persistence needs no SparkContext either."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sparkfield.nlp.embed import (
     ready,
     worker_threads,
 )
-from sparkfield.nlp.params import SCHEMA
+from sparkfield.nlp.params import EMBED
 
 # stage param -> the embed job's key whose default, checks and help text it takes
 JOB_KEYS = {
@@ -44,17 +44,17 @@ JOB_KEYS = {
     "device": "device",
     "bucket": "bucket",
 }
-NULLABLE = {name for name, key in JOB_KEYS.items() if SCHEMA.by_key[key].allows_null}
+NULLABLE = {name for name, key in JOB_KEYS.items() if EMBED.by_key[key].allows_null}
 
 
 def _param(name: str, base: Any, allowed: tuple[str, ...] | None = None,
            doc: str | None = None) -> Param:
     """A stage param with the job key's help text (or ``doc``) and checks."""
-    return schema_param(SCHEMA, name, JOB_KEYS[name], base, doc, allowed)
+    return schema_param(EMBED, name, JOB_KEYS[name], base, doc, allowed)
 
 
 def _job_defaults(*names: str) -> dict[str, Any]:
-    return {name: SCHEMA.by_key[JOB_KEYS[name]].default for name in names}
+    return {name: EMBED.by_key[JOB_KEYS[name]].default for name in names}
 
 
 class ModelParams(StageParams):

@@ -51,7 +51,7 @@ from sparkfield.nlp.encoder import Split
 from sparkfield.nlp.model import check_model_dir, embedding_size, fingerprint
 from sparkfield.nlp.neighbors import approx_neighbors, exact_neighbors
 from sparkfield.nlp.params import (
-    SCHEMA,
+    EMBED,
     EmbedAttentionParams,
     EmbedNeighborsParams,
     EmbedParams,
@@ -122,7 +122,7 @@ class EmbedComputed:
 def run(spark: SparkSession, cfg: Config) -> EmbedResult:
     """Load, prepare, compute, write. What the executors raise for the user to fix (a device
     they lack, bad input) comes back as itself: one ``error:`` line on the command line."""
-    p = SCHEMA.parse(cfg.job)
+    p = EMBED.parse(cfg.job)
     check_combination(p.input, p.engine, p.quantize, p.cache_dir)
     folder = check_model_dir(p.model)  # before any Spark work
     d = derive(p, cfg.practices.sample_seed, worker_threads(spark))

@@ -53,7 +53,7 @@ def check_combination(input: str | None, engine: str, quantize: str,
         raise ConfigError("cache_dir works with the torch and onnx engines")
 
 
-SCHEMA = JobSchema("embed", [
+EMBED = JobSchema("embed", [
     Param("input", "str", None, "Parquet (e.g. bag_of_words sentences/) or CSV",
           flag="--input"),
     Param("text_col", "str", "sentence", "column with the text", flag="--text-col"),
@@ -98,8 +98,8 @@ SCHEMA = JobSchema("embed", [
     Param("attention.sentences", "int", 3, "sentences drawn", ge=1),
 ], output="out/embed", preflight=preflight)
 
-# the job section as :meth:`JobSchema.parse` returns it: frozen dataclasses made from SCHEMA
-EmbedParams = SCHEMA.params_type()
-EmbedNeighborsParams = SCHEMA.params_type("neighbors")
-EmbedTopicsParams = SCHEMA.params_type("topics")
-EmbedAttentionParams = SCHEMA.params_type("attention")
+# the job section as :meth:`JobSchema.parse` returns it: frozen dataclasses made from EMBED
+EmbedParams = EMBED.params_type()
+EmbedNeighborsParams = EMBED.params_type("neighbors")
+EmbedTopicsParams = EMBED.params_type("topics")
+EmbedAttentionParams = EMBED.params_type("attention")

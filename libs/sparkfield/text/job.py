@@ -63,7 +63,7 @@ from sparkfield.text.crawl.state import (
 )
 from sparkfield.text.pages.charset import REPLACEMENT
 from sparkfield.text.pages.saved import pages_from_html_dir, parse_partitions
-from sparkfield.text.params import SCHEMA, BagOfWordsParams, Derived, derive
+from sparkfield.text.params import BAG_OF_WORDS, BagOfWordsParams, Derived, derive
 from sparkfield.text.warc.files import list_warc_files
 from sparkfield.text.warc.read import (
     TEXT_TYPE,
@@ -492,7 +492,7 @@ def _with_text(doc_vec: DataFrame, docs: DataFrame) -> DataFrame:
 def run(spark: SparkSession, cfg: Config) -> BagOfWordsResult:
     """Load, compute, write the output atomically when there is one, report. The result is
     the same with and without an output (see :func:`_result`)."""
-    p = SCHEMA.parse(cfg.job)
+    p = BAG_OF_WORDS.parse(cfg.job)
     d = derive(p, cfg.practices.sample_seed)
     report = RunReport("bag_of_words", params={**asdict(p), "seed": d.seed})
     with optional_output(spark, p.output) as out, ExitStack() as stack:

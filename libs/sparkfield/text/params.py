@@ -1,5 +1,5 @@
 """The bag_of_words job's parameters: conf keys, flags, the table in docs/jobs/bag_of_words.md
-and the typed parameters the code reads (``SCHEMA.parse``) come from here."""
+and the typed parameters the code reads (``BAG_OF_WORDS.parse``) come from here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
-SCHEMA = JobSchema("bag_of_words", [
+BAG_OF_WORDS = JobSchema("bag_of_words", [
     Param("source.urls", "str", None, "text file, one URL a line", flag="--urls",
           group="source"),
     Param("source.html_dir", "str", None, "directory of saved HTML pages, read recursively "
@@ -73,23 +73,23 @@ SCHEMA = JobSchema("bag_of_words", [
           "longer one gives the host up", ge=0),
 ], output="out/bag_of_words")
 
-# the typed parameters SCHEMA.parse builds: the whole job section and two of its sections
-BagOfWordsParams = SCHEMA.params_type()
-FetchSettings = SCHEMA.params_type("fetch")
-DuplicateSettings = SCHEMA.params_type("duplicates")
+# the typed parameters BAG_OF_WORDS.parse builds: the whole job section and two of its sections
+BagOfWordsParams = BAG_OF_WORDS.params_type()
+FetchSettings = BAG_OF_WORDS.params_type("fetch")
+DuplicateSettings = BAG_OF_WORDS.params_type("duplicates")
 
 SOURCES = ("urls", "html_dir", "pages", "warc")
 
 
 def fetch_settings(values: dict[str, Any] | None = None) -> FetchSettings:
     """The fetch section: ``values`` over the schema's defaults, checked as in a conf file."""
-    return SCHEMA.parse({"fetch": values or {}}).fetch
+    return BAG_OF_WORDS.parse({"fetch": values or {}}).fetch
 
 
 def duplicate_settings(values: dict[str, Any] | None = None) -> DuplicateSettings:
     """The duplicates section: ``values`` over the schema's defaults, checked as in a conf
     file."""
-    return SCHEMA.parse({"duplicates": values or {}}).duplicates
+    return BAG_OF_WORDS.parse({"duplicates": values or {}}).duplicates
 
 
 @dataclass(frozen=True)

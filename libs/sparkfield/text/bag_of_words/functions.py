@@ -27,12 +27,12 @@ from sparkfield.text.bag_of_words.parse import check_extract, parse_page
 from sparkfield.text.bag_of_words.stage_params import job_default, vocabulary_args
 from sparkfield.text.bag_of_words.vectorise import token_stats, top_vocabulary
 from sparkfield.text.pages.charset import decode_page, header_charset
-from sparkfield.text.params import SCHEMA
+from sparkfield.text.params import BAG_OF_WORDS
 
 PARSED = T.StructType([T.StructField(name, T.StringType(), True)
                        for name in ("title", "text", "error")])
 WORDS = T.ArrayType(T.StringType(), False)
-STOPWORDS = SCHEMA.by_key["stopwords"].choices
+STOPWORDS = BAG_OF_WORDS.by_key["stopwords"].choices
 
 
 def _is_text(kind: T.DataType) -> bool:

@@ -11,17 +11,17 @@ from pyspark.ml.param import Param, TypeConverters
 
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.ml import SchemaChecked, schema_param
-from sparkfield.text.params import SCHEMA
+from sparkfield.text.params import BAG_OF_WORDS
 
 
 def job_default(key: str) -> Any:
     """The bag_of_words job's default of ``key``."""
-    return SCHEMA.by_key[key].default
+    return BAG_OF_WORDS.by_key[key].default
 
 
 def job_param(name: str, key: str, base: Any, doc: str | None = None) -> Param:
     """A stage param checked as the job's ``key``, with its help text unless ``doc``."""
-    return schema_param(SCHEMA, name, key, base, doc)
+    return schema_param(BAG_OF_WORDS, name, key, base, doc)
 
 
 def optional_string(value: Any) -> str | None:
@@ -39,7 +39,7 @@ def non_negative(value: Any) -> float:
 
 
 # the vocabulary's checks, shared by PinnedCountVectorizer's params and token_vocabulary
-VOCAB_SIZE = SchemaChecked(SCHEMA, "vocab_size", TypeConverters.toInt)
+VOCAB_SIZE = SchemaChecked(BAG_OF_WORDS, "vocab_size", TypeConverters.toInt)
 MIN_DF = non_negative
 
 

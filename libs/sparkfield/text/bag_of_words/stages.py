@@ -37,7 +37,7 @@ from sparkfield.text.bag_of_words.stage_params import (
     job_param,
     optional_string,
 )
-from sparkfield.text.params import SCHEMA
+from sparkfield.text.params import BAG_OF_WORDS
 
 
 def _column_param(name: str, doc: str) -> Param:
@@ -177,7 +177,7 @@ class WordTokenizer(Transformer, _WordTokenizerParams, Persistent):
 class _PinnedCountVectorizerParams(HasInputCol, HasOutputCol, StageParams):
     """PinnedCountVectorizer's params and defaults (the job's)."""
 
-    vocabSize = Param(Params._dummy(), "vocabSize", SCHEMA.by_key["vocab_size"].help,
+    vocabSize = Param(Params._dummy(), "vocabSize", BAG_OF_WORDS.by_key["vocab_size"].help,
                       typeConverter=VOCAB_SIZE)
     minDF = Param(Params._dummy(), "minDF", "rows a token must occur in (below 1: a fraction "
                   "of the rows)", typeConverter=MIN_DF)
