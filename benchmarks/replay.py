@@ -43,7 +43,7 @@ COUNTS = ("missing", "remaining", "produced", "consumed")
 
 def ours(events, net) -> list:
     """Every case replayed on the executors, the per-case rows collected (what is timed)."""
-    return replay_cases(events, net, order="row_order").collect()
+    return replay_cases(events, net, order_col="row_order").collect()
 
 
 def ours_by_case(rows) -> dict[str, tuple]:
@@ -87,7 +87,7 @@ def main() -> int:
         base = bpic_events(spark).cache()
         pm_log = pm4py.read_xes(str(BPIC), show_progress_bar=False)
         net, t_disc = timed(lambda: from_process_tree(
-            discover_process_tree(base, order="row_order"), "bpic2012_imd"))
+            discover_process_tree(base, order_col="row_order"), "bpic2012_imd"))
         write_pnml(net, work / "net.pnml")
         pm_net = pm4py.read_pnml(str(work / "net.pnml"))
         silent = sum(t.silent for t in net.transitions)
@@ -102,7 +102,7 @@ def main() -> int:
               f"(local[{args.cores}]), pm4py {t_ref:.1f} s -> {t_ref / t_ours:.2f}x")
         print(f"[bpic2012 x{args.copies}] "
               f"{agreement(ours_by_case(mine), reference_by_case(pm_big, ref))}")
-        got = log_fitness(replay_cases(big, net, order="row_order"))
+        got = log_fitness(replay_cases(big, net, order_col="row_order"))
         want = pm4py.fitness_token_based_replay(pm_big, *pm_net)
         print(f"[bpic2012 x{args.copies}] log fitness: ours {got['log_fitness']:.6f}, pm4py "
               f"{want['log_fitness']:.6f}; fitting traces: ours "

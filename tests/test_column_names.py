@@ -64,8 +64,8 @@ def _events(spark, names: dict[str, str]) -> DataFrame:
 
 
 def _ev(n: dict[str, str]) -> dict[str, str]:
-    return {"case": n["case"], "activity": n["activity"], "timestamp": n["ts"],
-            "order": n["ord"]}
+    return {"case_col": n["case"], "activity_col": n["activity"], "timestamp_col": n["ts"],
+            "order_col": n["ord"]}
 
 
 Call = Callable[[DataFrame, dict[str, str]], object]

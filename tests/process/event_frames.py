@@ -7,11 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 
 from . import pm4py_oracle
 
 CASE, ACT, TS, RES = "case:concept:name", "concept:name", "time:timestamp", "org:resource"
-KEYS = {"case": CASE, "activity": ACT, "timestamp": TS}
+KEYS = {"case_col": CASE, "activity_col": ACT, "timestamp_col": TS}
+# a query that fails on the executors: Spark's own error, or the gateway's when several of the
+# query's stages fail at once
+QUERY_FAILED = (PySparkException, Py4JJavaError)
 SHARED = "process_mining/event_logs/pm4py"  # the reference logs in the shared data sets
 BUNDLED = ("running-example.xes", "roadtraffic_1t_per_variant.xes.gz")  # tests/fixtures
 # the cases of the running example repeated (3 three times, 1 twice), so variants have
@@ -64,7 +69,7 @@ ROWS = [
     ("c2", "a", "2021-01-03 00:00:00", "ann"),
     ("c3", "a", "2021-01-05 00:00:00", "cy"),
 ]
-SMALL = {"case": "case", "activity": "step", "timestamp": "at"}
+SMALL = {"case_col": "case", "activity_col": "step", "timestamp_col": "at"}
 
 
 def small_frame(spark):
@@ -131,9 +136,9 @@ def library_results(spark) -> dict[str, object]:
         "directly_follows": sp.filter_directly_follows_relation(df, [("a", "b")], **SMALL),
         "attribute_values": sp.filter_event_attribute_values(df, "who", ["bob"], **SMALL),
         "activity_frequencies": sp.activity_frequencies(df, **SMALL),
-        "resource_frequencies": sp.resource_frequencies(df, resource="who", **SMALL),
-        "resource_activity_matrix": sp.resource_activity_matrix(df, resource="who", **SMALL),
-        "handover_of_work": sp.handover_of_work(df, resource="who", **SMALL),
+        "resource_frequencies": sp.resource_frequencies(df, resource_col="who", **SMALL),
+        "resource_activity_matrix": sp.resource_activity_matrix(df, resource_col="who", **SMALL),
+        "handover_of_work": sp.handover_of_work(df, resource_col="who", **SMALL),
         "events_over_time": sp.events_over_time(df, "day", **rome),
         "active_cases_over_time": sp.active_cases_over_time(df, "week", **SMALL),
     }

@@ -9,10 +9,13 @@ import pandas as pd
 import pytest
 
 import sparkfield.process as sp
+from sparkfield.core.errors import ColumnError
 
 from . import pm4py_oracle
+from .event_frames import QUERY_FAILED
 
-KEYS = {"case": "case:concept:name", "activity": "concept:name", "timestamp": "time:timestamp"}
+KEYS = {"case_col": "case:concept:name", "activity_col": "concept:name",
+        "timestamp_col": "time:timestamp"}
 
 
 @pytest.fixture(scope="module", params=["running-example.xes",
@@ -58,32 +61,38 @@ def test_string_timestamps_and_equal_times_in_row_order(spark):
         [("c1", "b", "2021-01-01 00:00:00"), ("c1", "a", "2021-01-01 00:00:00"),
          ("c1", "c", "2021-01-01T00:00:01Z"), ("c2", "a", "2021-01-02")],
         "case string, step string, at string")
-    dfg = sp.discover_dfg(df, case="case", activity="step", timestamp="at").collect()
+    dfg = sp.discover_dfg(df, case_col="case", activity_col="step",
+                          timestamp_col="at").collect()
     assert {(r["source"], r["target"]): r["frequency"] for r in dfg} == {("b", "a"): 1,
                                                                          ("a", "c"): 1}
     # an explicit order column breaks the tie the other way
     ordered = spark.createDataFrame(
         [("c1", "b", "2021-01-01 00:00:00", 2), ("c1", "a", "2021-01-01 00:00:00", 1)],
         "case string, step string, at string, n int")
-    dfg = sp.discover_dfg(ordered, case="case", activity="step", timestamp="at",
-                          order="n").collect()
+    dfg = sp.discover_dfg(ordered, case_col="case", activity_col="step", timestamp_col="at",
+                          order_col="n").collect()
     assert [(r["source"], r["target"]) for r in dfg] == [("a", "b")]
 
 
-def test_missing_values_and_columns_are_named(spark):
-    df = spark.createDataFrame(
-        [("c1", "a", "2021-01-01"), ("c1", None, "2021-01-02"), ("c2", "b", "not a time"),
-         (None, "b", "2021-01-01")],
-        "case string, step string, at string")
-    with pytest.raises(ValueError, match="1 rows with a null or unparseable 'case'; "
-                                         "1 rows with a null or unparseable 'step'; "
-                                         "1 rows with a null or unparseable 'at'"):
-        sp.discover_dfg(df, case="case", activity="step", timestamp="at")
-    with pytest.raises(ValueError, match="column 'when' not found"):
-        sp.discover_dfg(df, case="case", activity="step", timestamp="when")
+@pytest.mark.parametrize(("row", "message"), [
+    ((None, "b", "2021-01-01"), "a row with a null or unparseable 'case'"),
+    (("c1", None, "2021-01-02"), "a row with a null or unparseable 'step' \\(case c1\\)"),
+    (("c2", "b", "not a time"), "a row with a null or unparseable 'at' \\(case c2\\)"),
+])
+def test_a_missing_value_fails_the_query_naming_the_column(spark, row, message):
+    df = spark.createDataFrame([("c1", "a", "2021-01-01"), row],
+                               "case string, step string, at string")
+    dfg = sp.discover_dfg(df, case_col="case", activity_col="step", timestamp_col="at")
+    with pytest.raises(QUERY_FAILED, match=message):  # lazy: the check is in the query
+        dfg.collect()
+    acts = sp.activities(df, case_col="case", activity_col="step", timestamp_col="at")
+    with pytest.raises(QUERY_FAILED, match=message):  # a view without timestamps too
+        acts.collect()
+    with pytest.raises(ColumnError, match="no column 'when'"):
+        sp.discover_dfg(df, case_col="case", activity_col="step", timestamp_col="when")
 
 
-def test_checked_events_skip_the_null_pass_but_not_the_column_check(spark):
+def test_checked_events_skip_the_null_check_but_not_the_column_check(spark):
     from sparkfield.process.analysis.discover import event_frame
     from sparkfield.process.analysis.statistics import activity_frequencies
 
@@ -91,12 +100,13 @@ def test_checked_events_skip_the_null_pass_but_not_the_column_check(spark):
         [("c1", "a", "2021-01-01"), ("c1", "b", "2021-01-02"), ("c2", "a", "2021-01-03"),
          ("c2", None, "2021-01-04")],
         "case string, step string, at string")
-    keys = {"case": "case", "activity": "step", "timestamp": "at"}
-    with pytest.raises(ValueError, match="1 rows with a null or unparseable 'step'"):
-        event_frame(df, **keys)
+    keys = {"case_col": "case", "activity_col": "step", "timestamp_col": "at"}
+    with pytest.raises(QUERY_FAILED, match="a row with a null or unparseable 'step'"):
+        event_frame(df, **keys).count()
     assert event_frame(df, **keys, checked=True).count() == 4  # the caller vouched for it
-    with pytest.raises(ValueError, match="column 'when' not found"):
-        event_frame(df, case="case", activity="step", timestamp="when", checked=True)
+    with pytest.raises(ColumnError, match="no column 'when'"):
+        event_frame(df, case_col="case", activity_col="step", timestamp_col="when",
+                    checked=True)
     good = df.where("step IS NOT NULL")
     plain = activity_frequencies(good, **keys).toPandas()
     assert plain.equals(activity_frequencies(good, **keys, checked=True).toPandas())

@@ -82,7 +82,8 @@ def test_the_jobs_log_and_views_are_those_of_the_filtered_log(spark, fixtures_di
                                                 "argument 'minimum'; it takes min_size, "
                                                 "max_size"),
     ({"name": "filter_case_size"}, "missing a required argument: 'min_size'"),
-    ({"name": "filter_case_size", "min_size": 2, "case": "x"}, "case are the job's columns"),
+    ({"name": "filter_case_size", "min_size": 2, "case_col": "x"},
+     "case_col are the job's columns"),
     ({"k": 2}, "filters[0]: unknown filter None"),
 ])
 def test_bad_filters_are_named(entry, message):

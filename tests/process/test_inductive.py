@@ -31,7 +31,8 @@ from sparkfield.process.analysis.process_map import RenderError
 
 from . import pm4py_oracle
 
-KEYS = {"case": "case:concept:name", "activity": "concept:name", "timestamp": "time:timestamp"}
+KEYS = {"case_col": "case:concept:name", "activity_col": "concept:name",
+        "timestamp_col": "time:timestamp"}
 FIXTURE_LOGS = ["running-example.xes", "roadtraffic_1t_per_variant.xes.gz"]
 # every pm4py reference log that loads in a few seconds (bpic2012.xes.gz alone takes ~10 s)
 SHARED_LOGS = ["bpic2012_1t_per_variant.xes.gz", "bpic2013_closed.xes.gz",

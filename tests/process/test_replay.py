@@ -26,7 +26,8 @@ from sparkfield.process.analysis.replay import (
 
 from . import pm4py_oracle
 
-KEYS = {"case": "case:concept:name", "activity": "concept:name", "timestamp": "time:timestamp"}
+KEYS = {"case_col": "case:concept:name", "activity_col": "concept:name",
+        "timestamp_col": "time:timestamp"}
 FIXTURES = ["running-example.xes", "roadtraffic_1t_per_variant.xes.gz"]
 SHARED = ["receipt.xes.gz", "sepsis_1t_per_variant.xes.gz",
           "bpic2020_permit_log_1t_per_variant.xes.gz", "hospital_billing_1t_per_variant.xes.gz",
@@ -106,7 +107,7 @@ def pm4py_diagnostics(log, net: PetriNet, tmp_path: Path) -> dict[str, dict]:
     petri.write_pnml(net, path)
     pm_net, im, fm = pm4py.read_pnml(str(path))
     diagnostics = pm4py.conformance_diagnostics_token_based_replay(log, pm_net, im, fm)
-    cases = list(log.groupby(KEYS["case"]).size().index)  # pm4py's order of the cases
+    cases = list(log.groupby(KEYS["case_col"]).size().index)  # pm4py's order of the cases
     return {str(c): {"fitness": d["trace_fitness"], "is_fit": d["trace_is_fit"],
                      "missing": d["missing_tokens"], "remaining": d["remaining_tokens"],
                      "produced": d["produced_tokens"], "consumed": d["consumed_tokens"]}
@@ -121,8 +122,8 @@ def pm4py_fitness(log, net: PetriNet, tmp_path: Path) -> dict:
 
 
 def traces_by_case(log) -> dict[str, list[str]]:
-    return {str(c): list(g[KEYS["activity"]])
-            for c, g in log.groupby(KEYS["case"], sort=False)}
+    return {str(c): list(g[KEYS["activity_col"]])
+            for c, g in log.groupby(KEYS["case_col"], sort=False)}
 
 
 def ours_by_case(log, net: PetriNet) -> dict[str, dict]:
@@ -198,8 +199,8 @@ def test_hand_made_nets_equal_pm4py(make, tmp_path):
 
     traces = [[], ["a"], ["b"], ["a", "b"], ["b", "a"], ["a", "a"], ["a", "a", "b"],
               ["x", "a"], ["b", "b", "a"], ["a", "x", "a", "b"]]
-    rows = [{KEYS["case"]: f"c{i}", KEYS["activity"]: a,
-             KEYS["timestamp"]: pd.Timestamp("2024-01-01", tz="UTC") + pd.Timedelta(minutes=j)}
+    rows = [{KEYS["case_col"]: f"c{i}", KEYS["activity_col"]: a,
+             KEYS["timestamp_col"]: pd.Timestamp("2024-01-01", tz="UTC") + pd.Timedelta(minutes=j)}
             for i, t in enumerate(traces) for j, a in enumerate(t)]
     log = pd.DataFrame(rows)
     nonempty = {f"c{i}": t for i, t in enumerate(traces) if t}
@@ -295,7 +296,7 @@ def test_shared_logs_on_their_own_and_other_nets(shared_data, fixture_logs, tmp_
 # --- on Spark -------------------------------------------------------------------------------
 
 def spark_log(spark, log):
-    return spark.createDataFrame(log[list(KEYS.values())].astype({KEYS["case"]: str}))
+    return spark.createDataFrame(log[list(KEYS.values())].astype({KEYS["case_col"]: str}))
 
 
 def by_case(rows) -> dict[str, dict]:

@@ -91,17 +91,17 @@ def _job_tables(spark, log, tmp_path):
     res = _run(spark, log, tmp_path / "out", model=False, conformance=False)
     views = res.extras["views"]
     ordered = with_event_order(res.events)
-    keys = {"order": EVENT_ORDER, "checked": True}
+    keys = {"order_col": EVENT_ORDER, "checked": True}
     want = {
         "dfg": views.dfg.toPandas(), "activities": views.activities.toPandas(),
         "start_activities": views.start_activities.toPandas(),
         "end_activities": views.end_activities.toPandas(),
         "statistics/activities": st.activity_frequencies(ordered, **keys).toPandas(),
-        "statistics/resources": st.resource_frequencies(ordered, resource=RESOURCE,
+        "statistics/resources": st.resource_frequencies(ordered, resource_col=RESOURCE,
                                                         **keys).toPandas(),
         "statistics/resource_activity": st.resource_activity_matrix(
-            ordered, resource=RESOURCE, **keys).toPandas(),
-        "statistics/handover_of_work": st.handover_of_work(ordered, resource=RESOURCE,
+            ordered, resource_col=RESOURCE, **keys).toPandas(),
+        "statistics/handover_of_work": st.handover_of_work(ordered, resource_col=RESOURCE,
                                                            **keys).toPandas(),
     }
     got = {name: pd.read_csv(tmp_path / "out" / f"{name}.csv") for name in want}

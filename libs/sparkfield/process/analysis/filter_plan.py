@@ -8,8 +8,9 @@ A filter is written as its function's name and keyword arguments::
       - {name: filter_time_range, start: "2011-10-01", end: "2012-01-01", mode: traces_contained}
       - {name: filter_variants_top_k, k: 10}
 
-The column keywords (``case``, ``activity``, ``timestamp``, ``order``, ``timezone``) are the
-job's and cannot be given: naive times (``start``, ``end``) are read in the log's time zone.
+The column keywords (``case_col``, ``activity_col``, ``timestamp_col``, ``order_col``) and
+``timezone`` are the job's and cannot be given: naive times (``start``, ``end``) are read in
+the log's time zone.
 A classic mapping may hold ``filters`` of its own (the same form): they run first, then the
 job's (its conf file's, then those of the ``--filter-*`` flags)."""
 
@@ -35,7 +36,7 @@ from sparkfield.process.extraction.mapping_common import MappingError
 
 FILTERS: dict[str, Callable[..., DataFrame]] = {
     name: getattr(_filters, name) for name in _filters.__all__ if name.startswith("filter_")}
-RESERVED = frozenset({"case", "activity", "timestamp", "order", "timezone"})
+RESERVED = frozenset({"case_col", "activity_col", "timestamp_col", "order_col", "timezone"})
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def apply_filters(events: DataFrame, calls: Sequence[FilterCall], stats: Stats,
         for k, call in enumerate(calls):
             with stats.step(f"filter {call.name}"):
                 try:
-                    kept = FILTERS[call.name](current, **call.kwargs, order=EVENT_ORDER,
+                    kept = FILTERS[call.name](current, **call.kwargs, order_col=EVENT_ORDER,
                                               timezone=timezone)
                 except ValueError as exc:  # a value the function refuses: the user's to fix
                     raise ConfigError(f"{call.label}: {exc}") from None

@@ -18,9 +18,11 @@ The cuts, their order and the projections follow the published description as pm
 implements it, so the trees equal pm4py's ``inductive_miner.apply(dfg, variant=IMd)`` up to
 the order of the children of ``X`` and ``+``.
 
-``discover_process_tree(df, case=..., activity=..., timestamp=...)`` computes the DFG in Spark,
-collects it (one row per arc, a few per activity) and mines it on the driver.
-"""
+``discover_process_tree(df, case_col=..., activity_col=..., timestamp_col=...)`` computes the
+DFG in Spark, collects it (one row per arc, a few per activity) and mines it on the driver.
+
+Why one module: the cuts of the Inductive Miner and their fall-throughs recurse into one another
+over the same DFG structures."""
 
 from __future__ import annotations
 
@@ -479,11 +481,15 @@ def simplify(tree: ProcessTree) -> ProcessTree:
 
 # --- on a Spark DataFrame ------------------------------------------------------------------
 
-def dfg_of(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
-           timestamp: str = TIMESTAMP, order: str | None = None,
+def dfg_of(df: DataFrame, case_col: str = CASE, activity_col: str = ACTIVITY,
+           timestamp_col: str = TIMESTAMP, order_col: str | None = None,
            timezone: str = "UTC") -> Dfg:
-    """The DFG of an event DataFrame, computed in Spark (one sort per case) and collected."""
-    events = _discover.event_frame(df, case, activity, timestamp, order, timezone)
+    """The DFG of an event DataFrame, computed in Spark (one sort per case) and collected.
+
+    Runs a Spark job (three, on the cached per-case table): the miner works on the DFG as
+    Python data on the driver."""
+    events = _discover.event_frame(df, case_col, activity_col, timestamp_col, order_col,
+                                   timezone)
     with cached(_views.case_sequences(events), "case_sequences") as seqs:
         arcs = _views.dfg(seqs).select("source", "target", "frequency").collect()
         starts = _views.endpoint_activities(seqs, "start").collect()
@@ -491,8 +497,12 @@ def dfg_of(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
     return Dfg.from_frames(arcs, starts, ends)
 
 
-def discover_process_tree(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
-                          timestamp: str = TIMESTAMP, order: str | None = None,
+def discover_process_tree(df: DataFrame, case_col: str = CASE, activity_col: str = ACTIVITY,
+                          timestamp_col: str = TIMESTAMP, order_col: str | None = None,
                           timezone: str = "UTC") -> ProcessTree:
-    """IMd on the DFG of an event DataFrame (columns as in ``discover_dfg``)."""
-    return inductive_miner_dfg(dfg_of(df, case, activity, timestamp, order, timezone))
+    """IMd on the DFG of an event DataFrame (columns as in ``discover_dfg``).
+
+    Runs a Spark job (:func:`dfg_of`) to collect the DFG the tree is mined from on the
+    driver."""
+    return inductive_miner_dfg(dfg_of(df, case_col, activity_col, timestamp_col, order_col,
+                                      timezone))

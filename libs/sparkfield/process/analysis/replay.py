@@ -28,7 +28,9 @@ On Spark, each case's activities are gathered in event order, the cases are grou
 variant, and each distinct variant is replayed in ``mapInArrow`` (the net is small and travels
 inside the function). Per case, a variant's row carries its case ids, which are exploded back
 to one row per case after the replay: the cases are aggregated once and never joined.
-"""
+
+Why one module: the replay of one variant (tokens, invisible transitions, counts) and its
+distribution over the executors share one compiled form of the net."""
 
 from __future__ import annotations
 
@@ -440,12 +442,12 @@ def _replay_batches(replayer: TokenReplayer, keep: Sequence[str]):
     return run
 
 
-def _case_variants(df: DataFrame, case: str, activity: str, timestamp: str,
-                   order: str | None, timezone: str) -> DataFrame:
+def _case_variants(df: DataFrame, case_col: str, activity_col: str, timestamp_col: str,
+                   order_col: str | None, timezone: str) -> DataFrame:
     """case_id, variant: each case's activities in event order (the order of
     ``case_sequences``: the activity is the last ordering key, so sorting the keys alone
     sorts the events as it does)."""
-    events = event_frame(df, case, activity, timestamp, order, timezone)
+    events = event_frame(df, case_col, activity_col, timestamp_col, order_col, timezone)
     seq = F.sort_array(F.collect_list(F.struct(*ORDER)))
     return events.groupBy(CASE).agg(seq.alias("seq")).select(
         CASE, F.col(f"seq.{ACTIVITY}").alias("variant"))
@@ -480,29 +482,32 @@ def replay_case_table(case_variants: DataFrame, net: PetriNet) -> DataFrame:
         F.explode("case_ids").alias(CASE), "fitness", "is_fit", *COUNTS)
 
 
-def replay_variants(df: DataFrame, net: PetriNet, case: str = CASE, activity: str = ACTIVITY,
-                    timestamp: str = TIMESTAMP, order: str | None = None,
-                    timezone: str = "UTC") -> DataFrame:
+def replay_variants(df: DataFrame, net: PetriNet, case_col: str = CASE,
+                    activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                    order_col: str | None = None, timezone: str = "UTC") -> DataFrame:
     """One row per variant: variant (activities), cases, fitness, is_fit, missing, remaining,
     produced, consumed. Columns and ordering of events as in ``discover_dfg``."""
     return replay_case_variants(
-        _case_variants(df, case, activity, timestamp, order, timezone), net)
+        _case_variants(df, case_col, activity_col, timestamp_col, order_col, timezone), net)
 
 
-def replay_cases(df: DataFrame, net: PetriNet, case: str = CASE, activity: str = ACTIVITY,
-                 timestamp: str = TIMESTAMP, order: str | None = None,
-                 timezone: str = "UTC") -> DataFrame:
+def replay_cases(df: DataFrame, net: PetriNet, case_col: str = CASE,
+                 activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                 order_col: str | None = None, timezone: str = "UTC") -> DataFrame:
     """One row per case: case_id, fitness, is_fit, missing, remaining, produced, consumed.
     Each distinct variant is replayed on the executors, not each case (see
     :func:`replay_case_table`)."""
     return replay_case_table(
-        _case_variants(df, case, activity, timestamp, order, timezone), net)
+        _case_variants(df, case_col, activity_col, timestamp_col, order_col, timezone), net)
 
 
 def log_fitness(replayed: DataFrame) -> dict[str, float]:
     """pm4py's ``fitness_token_based_replay`` figures of per-case rows (or per-variant rows
     with their ``cases``): log_fitness from the summed token counts, average_trace_fitness,
-    percentage_of_fitting_traces (also as perc_fit_traces)."""
+    percentage_of_fitting_traces (also as perc_fit_traces).
+
+    Runs a Spark job: the figures are Python numbers, summed over ``replayed`` in one
+    aggregation."""
     weight = F.col("cases") if "cases" in replayed.columns else F.lit(1)
     row = replayed.select(
         F.sum(weight).alias("n"),

@@ -1,21 +1,25 @@
 """Log statistics, as a process-mining tool's statistics tab shows them, on any DataFrame of
-events: ``activity_frequencies(df, case="order_id", activity="step", timestamp="at")``.
+events: ``activity_frequencies(df, case_col="order_id", activity_col="step",
+timestamp_col="at")``.
 
-Events are read and ordered as the views of :mod:`sparkfield.process.analysis.discover` read them: a
-row with a null case, activity or timestamp is an error that names the column; equal
-timestamps keep the DataFrame's row order, or the ``order`` column's. Periods (hours, days,
-weeks starting on Monday, months) are wall-clock periods in ``timezone``, so a day is a
-calendar day where the work happened, whatever the session's time zone (the hour a clock
-repeats when summer time ends is one period). A null resource is
+Events are read and ordered as the views of :mod:`sparkfield.process.analysis.discover` read
+them: a column that is not there is a :class:`~sparkfield.core.errors.ColumnError` when a
+function is called, a row with a null case, activity or timestamp fails the query that reads
+it, naming the column; equal timestamps keep the DataFrame's row order, or the ``order_col``
+column's. Periods (hours, days, weeks starting on Monday, months) are wall-clock periods in
+``timezone``, so a day is a calendar day where the work happened, whatever the session's time
+zone (the hour a clock repeats when summer time ends is one period). A null resource is
 dropped from the resource statistics, as pm4py skips a missing attribute value; the shares
 stay relative to the whole log, so they show how much work has no resource. Only Spark's
-built-in and window functions are used, so every statistic also runs over Spark Connect.
-``checked=True`` skips the pass that looks for a null case, activity or timestamp, for events
-known to have none (the jobs' validated events).
+built-in and window functions are used, so every statistic also runs over Spark Connect, and
+every function that returns a DataFrame is lazy. ``checked=True`` leaves out the check for a
+null case, activity or timestamp, for events known to have none (the jobs' validated events).
 
 The ``*_figure`` functions draw the collected (small) frames as matplotlib figures through the
 object API, so they never touch a global backend.
-"""
+
+Why one module: each table of a statistics tab comes with its figure, and both read the same
+event frame and period rules."""
 
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from sparkfield.core.columns import column
-from sparkfield.process.analysis.discover import case_durations, event_frame
+from sparkfield.core.columns import column, require_columns
+from sparkfield.process.analysis.discover import case_durations, event_columns, values_present
 from sparkfield.process.eventlog.events import parse_timestamp
 from sparkfield.process.eventlog.schema import ACTIVITY, CASE, RESOURCE, ROW_ORDER, TIMESTAMP
 
@@ -48,25 +52,27 @@ _US_HOUR, _US_DAY = 3_600_000_000, 86_400_000_000
 _IDX, _DELTA = "__sf_period", "__sf_delta"
 
 
-def _events(df: DataFrame, case: str, activity: str, timestamp: str, order: str | None,
-            timezone: str, resource: str | None = None, checked: bool = False) -> DataFrame:
+def _events(df: DataFrame, case_col: str, activity_col: str, timestamp_col: str,
+            order_col: str | None, timezone: str, resource_col: str | None = None,
+            checked: bool = False) -> DataFrame:
     """case_id, activity, timestamp, row_order (and resource): the events, checked as the
-    views check them (one pass names a null case, activity or timestamp; ``checked`` skips
-    that pass, not the check that the columns exist)."""
-    event_frame(df, case, activity, timestamp, order, timezone, checked=checked)
-    if resource is not None and resource not in df.columns:
-        raise ValueError(f"column {resource!r} not found; columns are {df.columns}")
+    views check them (the query fails naming a null case, activity or timestamp; ``checked``
+    leaves that out, not the check that the columns exist)."""
+    raw_ts = event_columns(df, case_col, activity_col, timestamp_col, order_col, resource_col)
     cols = [
-        column(case).cast("string").alias(CASE),
-        column(activity).cast("string").alias(ACTIVITY),
-        parse_timestamp(column(timestamp), df.schema[timestamp].dataType, timezone, None)
-        .alias(TIMESTAMP),
-        (column(order) if order else F.monotonically_increasing_id()).cast("long")
+        column(case_col).cast("string").alias(CASE),
+        column(activity_col).cast("string").alias(ACTIVITY),
+        parse_timestamp(column(timestamp_col), raw_ts, timezone, None).alias(TIMESTAMP),
+        (column(order_col) if order_col else F.monotonically_increasing_id()).cast("long")
         .alias(ROW_ORDER),
     ]
-    if resource is not None:
-        cols.append(column(resource).cast("string").alias(RESOURCE))
-    return df.select(*cols)
+    if resource_col is not None:
+        cols.append(column(resource_col).cast("string").alias(RESOURCE))
+    events = df.select(*cols)
+    if checked:
+        return events
+    return events.where(values_present(F.col(CASE), F.col(ACTIVITY), F.col(TIMESTAMP),
+                                       (case_col, activity_col, timestamp_col), timezone))
 
 
 # -- periods --------------------------------------------------------------------------------
@@ -119,14 +125,15 @@ def _spine(indices: DataFrame, low: str, high: str) -> DataFrame:
         F.explode(F.sequence("lo", "hi")).alias(_IDX))
 
 
-def events_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
-                     activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                     order: str | None = None, timezone: str = "UTC",
+def events_over_time(df: DataFrame, freq: str = "day", case_col: str = CASE,
+                     activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                     order_col: str | None = None, timezone: str = "UTC",
                      checked: bool = False) -> DataFrame:
     """period_start, events: the events in each period from the first event's to the last's,
     quiet periods included with 0. A period holds [period_start, next period_start)."""
     _check_freq(freq)
-    ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
+    ev = _events(df, case_col, activity_col, timestamp_col, order_col, timezone,
+                 checked=checked)
     per = ev.select(_period_index(F.col(TIMESTAMP), freq, timezone).alias(_IDX))
     counts = per.groupBy(_IDX).agg(F.count(F.lit(1)).alias("events"))
     return (_spine(per, _IDX, _IDX).join(counts, on=_IDX, how="left")
@@ -135,9 +142,9 @@ def events_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
             .orderBy("period_start"))
 
 
-def active_cases_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
-                           activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                           order: str | None = None, timezone: str = "UTC",
+def active_cases_over_time(df: DataFrame, freq: str = "day", case_col: str = CASE,
+                           activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                           order_col: str | None = None, timezone: str = "UTC",
                            checked: bool = False) -> DataFrame:
     """period_start, cases: the cases active in each period, those whose first event is
     before the period ends and whose last event is at or after it starts (a case counts in
@@ -145,19 +152,22 @@ def active_cases_over_time(df: DataFrame, freq: str = "day", case: str = CASE,
     -1 after it ends, and a running sum over the periods counts, so the cost follows the
     number of cases plus the number of periods, not cases times periods."""
     _check_freq(freq)
-    ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
+    ev = _events(df, case_col, activity_col, timestamp_col, order_col, timezone,
+                 checked=checked)
     spans = ev.groupBy(CASE).agg(F.min(TIMESTAMP).alias("start"),
                                  F.max(TIMESTAMP).alias("end"))
     return active_cases_from_cases(spans, freq, timezone=timezone)
 
 
-def active_cases_from_cases(cases: DataFrame, freq: str = "day", start: str = "start",
-                            end: str = "end", timezone: str = "UTC") -> DataFrame:
+def active_cases_from_cases(cases: DataFrame, freq: str = "day", start_col: str = "start",
+                            end_col: str = "end", timezone: str = "UTC") -> DataFrame:
     """:func:`active_cases_over_time` from a per-case table with each case's first and last
-    event time (``case_durations``' ``start`` and ``end``): no pass over the events."""
+    event time in ``start_col`` and ``end_col`` (``case_durations``' ``start`` and ``end``):
+    no pass over the events."""
     _check_freq(freq)
-    spans = cases.select(_period_index(column(start), freq, timezone).alias("first"),
-                         _period_index(column(end), freq, timezone).alias("last"))
+    require_columns(cases, [start_col, end_col])
+    spans = cases.select(_period_index(column(start_col), freq, timezone).alias("first"),
+                         _period_index(column(end_col), freq, timezone).alias("last"))
     deltas = spans.select(F.col("first").alias(_IDX), F.lit(1).alias(_DELTA)).unionByName(
         spans.select((F.col("last") + 1).alias(_IDX), F.lit(-1).alias(_DELTA)))
     per_period = deltas.groupBy(_IDX).agg(F.sum(_DELTA).alias(_DELTA))
@@ -185,23 +195,25 @@ class CaseDurationDistribution:
     summary: DataFrame
 
 
-def case_duration_summary(cases: DataFrame, duration: str = "duration_s") -> DataFrame:
+def case_duration_summary(cases: DataFrame, duration_col: str = "duration_s") -> DataFrame:
     """One row: cases, min_s, median_s (exact, halfway between the middle two for an even
     count), mean_s, max_s of a per-case table such as ``case_durations``."""
-    d = column(duration)
+    require_columns(cases, [duration_col])
+    d = column(duration_col)
     return cases.agg(F.count(d).alias("cases"), F.min(d).alias("min_s"),
                      F.percentile(d, 0.5).alias("median_s"), F.avg(d).alias("mean_s"),
                      F.max(d).alias("max_s"))
 
 
 def case_duration_histogram(cases: DataFrame, bins: int = 20,
-                            duration: str = "duration_s") -> DataFrame:
+                            duration_col: str = "duration_s") -> DataFrame:
     """bin, bin_start_s, bin_end_s, cases: ``bins`` bins of equal width from the shortest
     case to the longest (the last bin holds the longest), empty bins included; as numpy's
     ``histogram``. When every case lasts as long, all of them fall in the first bin."""
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise ValueError(f"bins must be a whole number >= 1, got {bins!r}")
-    d = column(duration).cast("double")
+    require_columns(cases, [duration_col])
+    d = column(duration_col).cast("double")
     span = cases.agg(F.min(d).alias("lo"), F.max(d).alias("hi"))
     width = (F.col("hi") - F.col("lo")) / F.lit(bins)
     scaled = F.floor((d - F.col("lo")) * F.lit(bins) / (F.col("hi") - F.col("lo")))
@@ -217,14 +229,14 @@ def case_duration_histogram(cases: DataFrame, bins: int = 20,
             .orderBy("bin"))
 
 
-def case_duration_distribution(df: DataFrame, bins: int = 20, case: str = CASE,
-                               activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                               order: str | None = None,
+def case_duration_distribution(df: DataFrame, bins: int = 20, case_col: str = CASE,
+                               activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                               order_col: str | None = None,
                                timezone: str = "UTC") -> CaseDurationDistribution:
     """Each case's duration (seconds from its first event to its last, as pm4py's
     ``get_all_case_durations``), their histogram and their summary. The three frames share
     one per-case table: cache ``result.cases`` when the input is expensive to read."""
-    table = case_durations(df, case, activity, timestamp, order, timezone)
+    table = case_durations(df, case_col, activity_col, timestamp_col, order_col, timezone)
     return CaseDurationDistribution(table, case_duration_histogram(table, bins),
                                     case_duration_summary(table))
 
@@ -246,41 +258,45 @@ def _frequencies(events: DataFrame, key: str) -> DataFrame:
             .drop("__sf_events", "__sf_cases").orderBy(F.desc("events"), key))
 
 
-def activity_frequencies(df: DataFrame, case: str = CASE, activity: str = ACTIVITY,
-                         timestamp: str = TIMESTAMP, order: str | None = None,
+def activity_frequencies(df: DataFrame, case_col: str = CASE, activity_col: str = ACTIVITY,
+                         timestamp_col: str = TIMESTAMP, order_col: str | None = None,
                          timezone: str = "UTC", checked: bool = False) -> DataFrame:
     """activity, events, cases, event_share, case_share: how often each activity happens and
     in how many cases (pm4py's ``get_event_attribute_values``, without and with
     ``count_once_per_case``), most frequent first."""
-    ev = _events(df, case, activity, timestamp, order, timezone, checked=checked)
+    ev = _events(df, case_col, activity_col, timestamp_col, order_col, timezone,
+                 checked=checked)
     return _frequencies(ev, ACTIVITY)
 
 
-def resource_frequencies(df: DataFrame, resource: str = XES_RESOURCE, case: str = CASE,
-                         activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                         order: str | None = None, timezone: str = "UTC",
+def resource_frequencies(df: DataFrame, resource_col: str = XES_RESOURCE, case_col: str = CASE,
+                         activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                         order_col: str | None = None, timezone: str = "UTC",
                          checked: bool = False) -> DataFrame:
     """resource, events, cases, event_share, case_share: the work of each resource. Events
     without a resource are left out of the rows but not out of the totals, so the event
     shares add up to the part of the log that names a resource."""
-    ev = _events(df, case, activity, timestamp, order, timezone, resource, checked)
+    ev = _events(df, case_col, activity_col, timestamp_col, order_col, timezone, resource_col,
+                 checked)
     return _frequencies(ev, RESOURCE)
 
 
-def resource_activity_matrix(df: DataFrame, resource: str = XES_RESOURCE, case: str = CASE,
-                             activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                             order: str | None = None, timezone: str = "UTC",
+def resource_activity_matrix(df: DataFrame, resource_col: str = XES_RESOURCE, case_col: str = CASE,
+                             activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                             order_col: str | None = None, timezone: str = "UTC",
                              checked: bool = False) -> DataFrame:
     """resource, activity, events (long form, only the pairs that occur): who does what.
     Events without a resource are left out."""
-    ev = _events(df, case, activity, timestamp, order, timezone, resource, checked)
+    ev = _events(df, case_col, activity_col, timestamp_col, order_col, timezone, resource_col,
+                 checked)
     return (ev.where(F.col(RESOURCE).isNotNull()).groupBy(RESOURCE, ACTIVITY)
             .agg(F.count(F.lit(1)).alias("events")).orderBy(RESOURCE, ACTIVITY))
 
 
-def handover_of_work(df: DataFrame, resource: str = XES_RESOURCE, include_self: bool = True,
-                     case: str = CASE, activity: str = ACTIVITY, timestamp: str = TIMESTAMP,
-                     order: str | None = None, timezone: str = "UTC",
+def handover_of_work(df: DataFrame, resource_col: str = XES_RESOURCE,
+                     include_self: bool = True, case_col: str = CASE,
+                     activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
+                     order_col: str | None = None, timezone: str = "UTC",
                      checked: bool = False) -> DataFrame:
     """source_resource, target_resource, handovers, share: how often an event of a case done
     by one resource is directly followed by the case's next event done by another; the
@@ -291,7 +307,8 @@ def handover_of_work(df: DataFrame, resource: str = XES_RESOURCE, include_self: 
     target); ``include_self=False`` leaves those out, shares then taken over the rest. A pair
     with a null resource on either side is left out: the work did not pass directly between
     the two named resources, so it is not bridged either."""
-    ev = _events(df, case, activity, timestamp, order, timezone, resource, checked)
+    ev = _events(df, case_col, activity_col, timestamp_col, order_col, timezone, resource_col,
+                 checked)
     ordered = Window.partitionBy(CASE).orderBy(TIMESTAMP, ROW_ORDER, ACTIVITY)
     pairs = ev.select(F.lag(RESOURCE).over(ordered).alias("source_resource"),
                       F.col(RESOURCE).alias("target_resource"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from sparkfield.process.eventlog.schema import ACTIVITY, CASE, ORDER, RESOURCE, TIMESTAMP
@@ -68,13 +68,17 @@ def dfg(seqs: DataFrame) -> DataFrame:
     )
 
 
-def variants(case_table: DataFrame, total: int) -> DataFrame:
-    return (
-        case_table.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"),
-                                           F.avg("duration_s").alias("mean_duration_s"))
-        .withColumn("share", F.col("cases") / F.lit(max(total, 1)))
-        .orderBy(F.desc("cases"), "variant")
-    )
+def variants(case_table: DataFrame, total: int | None = None) -> DataFrame:
+    """variant, cases, mean_duration_s, share: ``share`` of ``total`` cases, or (None) of the
+    cases summed over the variants within the query, so that no count runs first."""
+    counted = case_table.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"),
+                                                F.avg("duration_s").alias("mean_duration_s"))
+    if total is None:  # the variants are few: one window partition on purpose
+        whole = F.sum("cases").over(Window.partitionBy(F.lit(0)))
+    else:
+        whole = F.lit(max(total, 1))
+    return counted.withColumn("share", F.col("cases") / whole).orderBy(F.desc("cases"),
+                                                                        "variant")
 
 
 def activities(events: DataFrame) -> DataFrame:
@@ -104,8 +108,9 @@ class Views:
     cases: DataFrame
 
 
-def compute_views(events: DataFrame, seqs: DataFrame, n_cases: int) -> Views:
-    """All views from the events and their per-case sequences (cache ``seqs``)."""
+def compute_views(events: DataFrame, seqs: DataFrame, n_cases: int | None = None) -> Views:
+    """All views from the events and their per-case sequences (cache ``seqs``); the variants'
+    shares are of ``n_cases`` when it is known, else summed in their query."""
     case_table = cases(seqs)
     return Views(
         dfg=dfg(seqs), variants=variants(case_table, n_cases), activities=activities(events),

@@ -104,8 +104,8 @@ def local_time_problem(col: Column, dtype: T.DataType, timezone: str,
 def wall_clock_problem(spark: SparkSession, text: str, timezone: str) -> str | None:
     """What is wrong with one ISO time ``text`` read in ``timezone`` (a bound a user gives):
     "does not exist in ZONE ..." or "is ambiguous in ZONE ...", None when it names one
-    instant. Runs a one-row Spark job, and only for a naive time in a zone that changes its
-    offset, so a bound is read by the same rules as the events."""
+    instant. Runs a Spark job (of one row), and only for a naive time in a zone that changes
+    its offset, so a bound is read by the same rules as the events."""
     if not clock_changes(timezone) or re.search(_ZONE, text.strip()):
         return None
     value = F.lit(text.strip())
@@ -215,7 +215,7 @@ _ROW_BITS = 50
 
 def with_event_order(events: DataFrame) -> DataFrame:
     """Canonical ``events`` with :data:`EVENT_ORDER`: ``src_order`` then ``row_order`` as one
-    long, the ``order`` column the functions of :mod:`~sparkfield.process.analysis.filters` and
+    long, the ``order_col`` column the functions of :mod:`~sparkfield.process.analysis.filters` and
     :mod:`~sparkfield.process.analysis.statistics` take, so they order equal timestamps as the views
     do. Exact while a row order is below 2**50 (Spark's row ids hold the partition above bit
     33: up to 131,072 partitions a source) and a mapping has fewer than 8,192 activities."""

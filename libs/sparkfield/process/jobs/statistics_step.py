@@ -70,7 +70,7 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
     :func:`sparkfield.process.analysis.views.resource_tables`, from the per-case sequences), so no
     pass over the events makes them again."""
     ordered = with_event_order(events)
-    keys = {"order": EVENT_ORDER, "checked": True}  # validated events
+    keys = {"order_col": EVENT_ORDER, "checked": True}  # validated events
     timed, notes = _over_time(ordered, cases, period, dated, timezone)
     frames = {
         **timed,
@@ -78,10 +78,10 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
         "case_duration_summary": st.case_duration_summary(cases),
         **(counted if counted is not None else {
             "activities": st.activity_frequencies(ordered, **keys),
-            "resources": st.resource_frequencies(ordered, resource=RESOURCE, **keys),
-            "resource_activity": st.resource_activity_matrix(ordered, resource=RESOURCE,
+            "resources": st.resource_frequencies(ordered, resource_col=RESOURCE, **keys),
+            "resource_activity": st.resource_activity_matrix(ordered, resource_col=RESOURCE,
                                                              **keys),
-            "handover_of_work": st.handover_of_work(ordered, resource=RESOURCE, **keys),
+            "handover_of_work": st.handover_of_work(ordered, resource_col=RESOURCE, **keys),
         }),
     }
     tables = {name: df if isinstance(df, pd.DataFrame) else df.toPandas()
@@ -114,7 +114,7 @@ def _over_time(events: DataFrame, cases: DataFrame, period: str, dated: tuple[st
                      f"{span['lo']} to {span['hi']}; choose a longer statistics_period")
         return {"events_over_time": pd.DataFrame(columns=["period_start", "events"]),
                 "active_cases_over_time": pd.DataFrame(columns=["period_start", "cases"])}, notes
-    keys = {"order": EVENT_ORDER, "timezone": timezone, "checked": True}
+    keys = {"order_col": EVENT_ORDER, "timezone": timezone, "checked": True}
     active = (st.active_cases_over_time(inside, period, **keys) if left_out else
               st.active_cases_from_cases(cases, period, timezone=timezone))
     return {"events_over_time": st.events_over_time(inside, period, **keys),
