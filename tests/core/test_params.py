@@ -287,3 +287,10 @@ def test_parsed_parameters_pickle_by_job_and_section(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p.pkl")],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["BagOfWordsFetchParams", "0.5"]
+
+
+def test_the_jobs_schemas_entry_points_and_runnable_jobs_are_the_same_set():
+    from sparkfield.__main__ import job_names
+
+    entry_points = {p.stem for p in (ROOT / "jobs").glob("*.py")}
+    assert set(SCHEMAS) == entry_points == set(job_names())

@@ -1,6 +1,10 @@
 """Fault injection for resilience drills: ``SPARKFIELD_FAIL_ONCE=<point>:<marker file>`` makes
 the first task that reaches ``<point>`` fail (it creates the marker); retries then succeed.
-Unset, it costs one environment lookup."""
+Unset, it costs one environment lookup.
+
+It ships with the library, not the tests, because the point that fails runs on the executors,
+which see only what spark-submit sends them; operators use the same variable for drills on a
+real cluster (docs/testing.md)."""
 
 from __future__ import annotations
 

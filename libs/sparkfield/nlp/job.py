@@ -26,8 +26,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.columns import require_columns
 from sparkfield.core.conf import Config
-from sparkfield.core.errors import InputError
 from sparkfield.core.failures import raises_input_errors
 from sparkfield.core.io import AtomicOutput, optional_output, require_path
 from sparkfield.core.practices import cached, cached_rows, sample
@@ -144,10 +144,7 @@ def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None
     df = spark.read.option("header", "true").option("multiLine", "true").option(
         "escape", '"').csv(path) if path.endswith((".csv", ".csv.gz")) \
         else spark.read.parquet(path)
-    if text_col not in df.columns:
-        raise InputError(f"{path}: no column {text_col!r} (columns: {', '.join(df.columns)})")
-    if id_col and id_col not in df.columns:
-        raise InputError(f"{path}: no column {id_col!r}")
+    require_columns(df, [text_col, id_col], path)
     if not id_col:
         # bag_of_words sentences: doc_id + sentence_idx identify a sentence (null when
         # either is null: such a row is rejected, not given a partial id)
