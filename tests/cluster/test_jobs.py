@@ -80,22 +80,6 @@ def test_coffee_shops_on_bundled_defaults(cluster: Cluster, coffee_local):
     assert not list(cluster.shared.glob(".coffee_bundled.checkpoints*"))
 
 
-def test_coffee_shops_on_explicit_inputs(cluster: Cluster, shared_data, coffee_local):
-    """The same data (the bundled files are copies of these) given as shared paths."""
-    inputs = cluster.shared / "vancouver"
-    inputs.mkdir(exist_ok=True)
-    for name in ("vancouver_crime_2016.csv.gz", "rapid_transit_stations.csv",
-                 "starbucks_vancouver_bc.csv"):
-        shutil.copy(shared_data / "vancouver" / name, inputs / name)
-    flags = ["--crimes", str(inputs / "vancouver_crime_2016.csv.gz"),
-             "--stations", str(inputs / "rapid_transit_stations.csv"),
-             "--competitors", str(inputs / "starbucks_vancouver_bc.csv"), *COFFEE]
-    out = cluster.shared / "coffee_explicit"
-    _ok(cluster.submit("coffee_shops", "--output", str(out), *flags))
-    pd.testing.assert_frame_equal(pd.read_csv(out / "top_locations.csv"),
-                                  pd.read_csv(coffee_local / "top_locations.csv"))
-
-
 def test_a_driver_local_checkpoint_dir_is_refused_before_any_work(cluster: Cluster):
     out = cluster.shared / "coffee_tmp_ckpt"
     res = run_submit("coffee_shops", "--profile", "cluster", "--master", cluster.master,
@@ -197,15 +181,6 @@ def bow_local(spark, wiki_shared, tmp_path_factory) -> Path:
     return out
 
 
-def test_bag_of_words_from_html_dir(cluster: Cluster, wiki_shared, bow_local):
-    """Executors parse with the packed environment's lxml, bs4 and NLTK: every page counts."""
-    out = cluster.shared / "bow_html"
-    _ok(cluster.submit("bag_of_words", "--html-dir", str(wiki_shared), "--output", str(out)))
-    vocab = pd.read_csv(out / "vocabulary.csv")
-    assert len(vocab) == 200
-    pd.testing.assert_frame_equal(vocab, pd.read_csv(bow_local / "vocabulary.csv"))
-
-
 @pytest.fixture(scope="module")
 def http_pages(wiki_shared):
     """The test pages on a local HTTP server (all nodes reach 127.0.0.1)."""
@@ -226,7 +201,8 @@ def http_pages(wiki_shared):
 
 
 def test_bag_of_words_from_urls(cluster: Cluster, wiki_shared, http_pages, bow_local):
-    """The same pages fetched over HTTP by the executors give the same vocabulary."""
+    """The pages fetched over HTTP by the executors (parsed with the packed environment's
+    lxml, bs4 and NLTK) give the vocabulary of the same pages read locally from a folder."""
     urls = cluster.shared / "urls.txt"
     urls.write_text("".join(f"{http_pages}/{p.name}\n" for p in sorted(wiki_shared.iterdir())))
     out = cluster.shared / "bow_urls"
