@@ -10,7 +10,7 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 PY313_VENV  ?= .venv-py313
 PY313_STAMP := $(PY313_VENV)/.installed
 
-.PHONY: run test test-py313 lint bench clean venv system-deps pack-env package param-tables
+.PHONY: run test test-heavy test-py313 lint bench clean venv system-deps pack-env package param-tables
 
 venv: $(STAMP)
 
@@ -41,8 +41,12 @@ system-deps:
 
 test: $(STAMP) $(AIRFLOW_STAMP) system-deps
 	$(PY) -m ruff check libs jobs tests benchmarks deploy
-	$(PY) -m pytest tests --durations=20
+	$(PY) -m pytest tests -m "not heavy" --durations=20
 	$(MAKE) test-py313
+
+# the longest runs, left out of `make test` to keep it within CI's time (see docs/testing.md)
+test-heavy: $(STAMP) system-deps
+	$(PY) -m pytest tests -m heavy --durations=20
 
 # the fast subset on Python 3.13 (without the nlp extra: torch's pinned CPU build is 3.11's)
 PY313_TESTS ?= tests/core tests/geo/test_lattice.py tests/geo/test_crs.py \

@@ -66,6 +66,7 @@ def server(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_public_functions_pass_their_tests_over_spark_connect(server, shared_data):
     env = {**os.environ, REMOTE: server}
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

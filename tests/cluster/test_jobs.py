@@ -129,6 +129,7 @@ def orders_local(spark, shared_data, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.heavy
 def test_event_log_from_csv_and_sql_views(cluster: Cluster, orders_local):
     """SQL views over CSV sources. The mapping is read on the driver through Hadoop's
     FileSystem; the data is on shared storage."""
@@ -140,6 +141,7 @@ def test_event_log_from_csv_and_sql_views(cluster: Cluster, orders_local):
 OCEL = ROOT / "conf" / "event_logs" / "olist_ocel.yaml"
 
 
+@pytest.mark.heavy
 def test_event_log_object_centric_sqlite_from_executor_parts(cluster: Cluster, spark,
                                                              shared_data, tmp_path):
     """ocel.sqlite built by the executors in parts of 5,000 rows (the log has about 28,000
@@ -222,6 +224,7 @@ SENTENCES = [
 ]
 
 
+@pytest.mark.heavy
 def test_embed_with_the_bundled_model(cluster: Cluster, spark, tmp_path):
     """The model folder (the default, from the driver's environment) reaches the executors as
     an archive; the executors' environment has torch but no copy of the model."""
