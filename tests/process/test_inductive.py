@@ -1,7 +1,6 @@
-"""IMd (sparkfield.process.analysis.inductive) against pm4py's IMd on the same DFG, and the Petri
-net of
-a tree (sparkfield.process.analysis.petri) against pm4py's: PNML both ways, the language through
-alignments, token replay and the SVG drawing.
+"""IMd (sparkfield.process.analysis.inductive) against pm4py's IMd on the same DFG, and the
+Petri net of a tree (sparkfield.process.analysis.petri) against pm4py's: PNML both ways, the
+language through alignments, token replay and the SVG drawing.
 
 Trees are compared after :meth:`ProcessTree.normalised` on both sides: the children of ``X``
 and ``+`` sorted by their string, the children of ``->`` and ``*`` left in order."""

@@ -1,6 +1,5 @@
 """The log statistics (sparkfield.process.analysis.statistics) against pm4py where pm4py has the
-same
-statistic, against plain pandas for the counts over time, then on small frames for what the
+same statistic, against plain pandas for the counts over time, then on small frames for what the
 logs do not show (a null resource, ties, time zones, bad arguments), and the figures."""
 
 from __future__ import annotations

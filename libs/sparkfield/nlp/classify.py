@@ -6,8 +6,7 @@ They run the sentence embeddings' engine (:func:`~sparkfield.nlp.embed.model_udf
 loaded once per Python worker, the GPU Spark gave the task, length bucketing, batches) with a
 classification head (:mod:`sparkfield.nlp.heads`), and save and load themselves as
 :class:`~sparkfield.nlp.embedding_stage.SentenceEmbeddings` does, through the DataFrame API, so
-they work
-over Spark Connect too.
+they work over Spark Connect too.
 
 Every input row is kept. A null or blank text (or text pair) gets a null result and a reason
 (``null text``, ``empty text``, ``null text pair``, ``empty text pair``); a text longer than

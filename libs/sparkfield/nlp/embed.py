@@ -12,10 +12,10 @@ output of the rows, not an accumulator: it works over Spark Connect, and a retri
 counted twice in a cached result.
 
 One implementation serves the Spark ML stage
-(:class:`~sparkfield.nlp.embedding_stage.SentenceEmbeddings`)
-and the embed job (:func:`embed_texts`; the job also keeps rows without an id of its own, null,
-blank or repeated, with a null embedding and a reason). It uses the DataFrame API only, so it
-runs over Spark Connect too; :func:`ready` is where classic Spark and Connect differ."""
+(:class:`~sparkfield.nlp.embedding_stage.SentenceEmbeddings`) and the embed job
+(:func:`embed_texts`; the job also keeps rows without an id of its own, null, blank or repeated,
+with a null embedding and a reason). It uses the DataFrame API only, so it runs over Spark
+Connect too; :func:`ready` is where classic Spark and Connect differ."""
 
 from __future__ import annotations
 

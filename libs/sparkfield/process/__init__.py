@@ -2,15 +2,15 @@
 views a process miner expects (directly-follows graph, variants, cases, process map).
 
 The views also work on any DataFrame: ``discover_dfg(df, case_col=..., activity_col=...,
-timestamp_col=...)`` and friends (:mod:`sparkfield.process.analysis.discover`), and so do pm4py's
-log filters (``filter_variants_top_k(df, 5, case_col=...)``,
-:mod:`sparkfield.process.analysis.filters`), the statistics of a process-mining tool's statistics
-tab (``activity_frequencies``, ``handover_of_work``, ``events_over_time`` and their figures,
-:mod:`sparkfield.process.analysis.statistics`) and the extraction: ``event_log_from_frames`` and
-``ocel_from_frames`` build a log from source tables held as DataFrames and a mapping
-(:mod:`sparkfield.process.jobs.frames`). A process model: ``discover_process_tree`` (the Inductive
-Miner, directly-follows variant, on the DFG Spark computes), ``from_process_tree`` (its Petri net),
-``write_pnml`` / ``read_pnml``."""
+timestamp_col=...)`` and friends (:mod:`sparkfield.process.analysis.discover`), and so do
+pm4py's log filters (``filter_variants_top_k(df, 5, case_col=...)``,
+:mod:`sparkfield.process.analysis.filters`), the statistics of a process-mining tool's
+statistics tab (``activity_frequencies``, ``handover_of_work``, ``events_over_time`` and their
+figures, :mod:`sparkfield.process.analysis.statistics`) and the extraction:
+``event_log_from_frames`` and ``ocel_from_frames`` build a log from source tables held as
+DataFrames and a mapping (:mod:`sparkfield.process.jobs.frames`). A process model:
+``discover_process_tree`` (the Inductive Miner, directly-follows variant, on the DFG Spark
+computes), ``from_process_tree`` (its Petri net), ``write_pnml`` / ``read_pnml``."""
 
 from sparkfield.process.analysis.discover import (
     activities,

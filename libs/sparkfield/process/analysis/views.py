@@ -208,8 +208,8 @@ def resource_tables(t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """activities, resources, resource_activity, handover_of_work from the collected
     :func:`tallies` of sequences with the resource: the tables of
     :mod:`sparkfield.process.analysis.statistics`' ``activity_frequencies``,
-    ``resource_frequencies``,
-    ``resource_activity_matrix`` and ``handover_of_work`` on the same events."""
+    ``resource_frequencies``, ``resource_activity_matrix`` and ``handover_of_work`` on the same
+    events."""
     ev = _kind(t, _EVENT)
     n_events = int(ev["n"].sum())
     n_cases = int(_kind(t, _ENDS)["n"].sum())

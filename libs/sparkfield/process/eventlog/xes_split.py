@@ -20,12 +20,11 @@ the ranges in order, as for a ``.xes.gz``), which settles the rows or the error.
 Every trace of the common shape is read by :func:`sparkfield.process.eventlog.xes_fast.trace_events`
 (string operations and regular expressions); any other by
 :func:`sparkfield.process.eventlog.xes.xes_rows`, the driver reader's own rules, inside ``<log
-...>`` as
-the file opens it; either way the rows are the driver reader's. Records and rows go between
-Spark and Python as Arrow batches (``mapInArrow``), the columns built from Python lists.
-The order of events is kept in ``row_order``, increasing through the file
-(see :func:`_positions`). Errors name the file's line (counted from the range's first byte
-for ranges after the first)."""
+...>`` as the file opens it; either way the rows are the driver reader's. Records and rows go
+between Spark and Python as Arrow batches (``mapInArrow``), the columns built from Python lists.
+The order of events is kept in ``row_order``, increasing through the file (see
+:func:`_positions`). Errors name the file's line (counted from the range's first byte for ranges
+after the first)."""
 
 from __future__ import annotations
 

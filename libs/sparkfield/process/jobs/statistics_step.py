@@ -1,7 +1,6 @@
 """The statistics the event_log and process_mining jobs write beside their views (Disco's
 statistics tab): :mod:`sparkfield.process.analysis.statistics` on the job's events, collected
-(each table
-is as small as its periods, activities and resources) and drawn."""
+(each table is as small as its periods, activities and resources) and drawn."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """HTML -> title and text (one page; :func:`sparkfield.text.bag_of_words.functions.html_to_text`
-runs it on a
-DataFrame).
+runs it on a DataFrame).
 
 Two ways to the text: ``main`` (trafilatura: the main content, boilerplate left out) and
 ``selector`` (BeautifulSoup4 with lxml: the text of the elements a CSS selector matches).

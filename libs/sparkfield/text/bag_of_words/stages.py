@@ -8,9 +8,8 @@
   job's vocabulary (ties broken by word, so the same vocabulary every run).
 
 Each stage calls the function of :mod:`sparkfield.text.bag_of_words.functions` the job calls,
-takes its
-defaults from the job's schema, uses the DataFrame API only (classic Spark and Spark Connect)
-and saves and loads itself (:mod:`sparkfield.core.ml`).
+takes its defaults from the job's schema, uses the DataFrame API only (classic Spark and Spark
+Connect) and saves and loads itself (:mod:`sparkfield.core.ml`).
 """
 
 from __future__ import annotations
