@@ -20,6 +20,7 @@ Connect too; :func:`ready` is where classic Spark and Connect differ."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -41,7 +42,17 @@ from sparkfield.nlp.encoder import Split
 from sparkfield.nlp.model import check_model_dir
 
 ENGINES = ("torch", "onnx")
-TASKS = ("embedding", "sequence-classification", "token-classification")
+# what a model computes -> the head class a worker builds for it ("module:Class"), constructed
+# as Class(folder, device, max_tokens, threads=..., precision=..., **options): the engine
+# imports a head only where its task runs
+HEADS = {
+    "sequence-classification": "sparkfield.nlp.heads:SequenceClassifier",
+    "token-classification": "sparkfield.nlp.heads:TokenTagger",
+    "zero-shot-classification": "sparkfield.nlp.heads:SequenceClassifier",
+    "question-answering": "sparkfield.nlp.qa_head:SpanExtractor",
+    "text2text-generation": "sparkfield.nlp.seq2seq:Seq2SeqGenerator",
+}
+TASKS = ("embedding", *HEADS)
 MAX_REPEATED_IDS = 100_000
 EMBEDDING = "embedding"  # the job's embedding column; the stage's default output column
 SPLIT = "__split"  # where a worker's time went, on the first row of each Arrow batch
@@ -98,14 +109,9 @@ class EngineSpec:
 
             device = choose_device(self.device, gpus, torch.cuda.is_available())
             if self.task != "embedding":
-                from sparkfield.nlp.heads import SequenceClassifier, TokenTagger
-
-                if self.task == "token-classification":
-                    return TokenTagger(folder, device, self.max_tokens, threads=self.threads,
-                                       precision=self.precision)
-                return SequenceClassifier(folder, device, self.max_tokens,
-                                          threads=self.threads, precision=self.precision,
-                                          function=self.function)
+                return self.head_class()(folder, device, self.max_tokens,
+                                         threads=self.threads, precision=self.precision,
+                                         **self.head_options())
             return Encoder(folder, device, self.max_tokens, self.half, self.threads)
         from sparkfield.nlp.onnx_engine import OnnxEncoder
 
@@ -114,6 +120,17 @@ class EngineSpec:
             self.device, gpus, _cuda_visible(gpus))
         return OnnxEncoder(folder, device, self.max_tokens, self.threads,
                            self.quantize, self.onnx_dir, self._onnx_file_here(folder))
+
+    def head_class(self) -> type:
+        """The class of :data:`HEADS` that runs this task."""
+        module, _, name = HEADS[self.task].partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def head_options(self) -> dict[str, object]:
+        """The head's own constructor options this spec carries."""
+        if self.task in ("sequence-classification", "zero-shot-classification"):
+            return {"function": self.function}
+        return {}
 
     def folder_here(self) -> Path:
         """The model folder as this process sees it, checked: the executor's copy when the
