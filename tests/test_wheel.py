@@ -106,7 +106,7 @@ sys.meta_path[:] = [Hidden if f is importlib.machinery.PathFinder else f for f i
 """
 
 JOB_EXTRAS = {"bag_of_words": "text", "coffee_shops": "geo", "event_log": "process",
-              "process_mining": "process", "embed": "nlp"}
+              "process_mining": "process", "embed": "nlp", "infer": "nlp"}
 
 
 def test_every_job_has_an_extra_named_after_its_area():

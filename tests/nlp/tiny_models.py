@@ -35,3 +35,19 @@ def build(folder: Path, kind: str, labels: tuple[str, ...], seed: int = 0,
     for name in TOKENIZER_FILES:
         shutil.copy(bundled_tokenizer_dir() / name, folder / name)
     return folder
+
+
+def build_qa(folder: Path, seed: int = 0) -> Path:
+    """A tiny random-weight ``BertForQuestionAnswering`` with the bundled tokenizer."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512,
+        initializer_range=0.5)  # wide logits: spans differ
+    transformers.BertForQuestionAnswering(config).eval().save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        shutil.copy(bundled_tokenizer_dir() / name, folder / name)
+    return folder

@@ -38,8 +38,14 @@ def float_list(text: str) -> list[float]:
             from exc
 
 
+def text_list(text: str) -> list[str]:
+    """Flag value ``a, b,c`` -> ["a", "b", "c"] (a text with a comma goes in the conf file)."""
+    return [v for v in (p.strip() for p in text.split(",")) if v]
+
+
 FLAG_TYPES = {"int": int, "float": float, "fraction": float, "str": str,
-               "list[float]": float_list, "dict[str,float]": key_values}
+              "list[float]": float_list, "list[str]": text_list,
+              "dict[str,float]": key_values}
 
 
 @dataclass(frozen=True)
@@ -162,5 +168,6 @@ def metavar(p: Any) -> str:
         return "{" + ",".join(p.choices) + "}"
     return {"int": "N", "float": "X", "timestamp": "YYYY-MM-DD", "timezone": "ZONE",
             "fraction": "FRACTION",
-            "list[float]": "X,X,...", "dict[str,float]": "NAME=X,..."}.get(
+            "list[float]": "X,X,...", "list[str]": "A,B,...",
+            "dict[str,float]": "NAME=X,..."}.get(
         p.kind, p.key.rsplit(".", 1)[-1].upper())

@@ -39,6 +39,7 @@ from sparkfield.core.errors import ConfigError
 from sparkfield.core.ml import Persistent, given
 from sparkfield.nlp.aggregation import STRATEGIES, entities, tokens_of
 from sparkfield.nlp.embed import (
+    ENGINES,
     SPLIT,
     SPLIT_TYPE,
     EngineSpec,
@@ -51,6 +52,7 @@ from sparkfield.nlp.embedding_stage import ModelParams
 from sparkfield.nlp.encoder import PRECISIONS, Split
 from sparkfield.nlp.heads import FUNCTIONS, SEQUENCE, TOKEN, read_head
 from sparkfield.nlp.model import check_max_tokens, check_model_dir
+from sparkfield.nlp.onnx_engine import QUANTIZE
 
 LONG_TEXT = ("truncate", "reject")
 TOO_LONG = "too long"
@@ -112,6 +114,10 @@ def _at_least(low: int, nullable: bool = False) -> Callable:
     return _checked(base, problem)
 
 
+def _share(v: float) -> str | None:
+    return None if 0.0 <= v <= 1.0 else f"must be a share from 0 to 1, got {v!r}"
+
+
 def _optional_string(v: Any) -> str | None:
     return None if v is None else TypeConverters.toString(v)
 
@@ -123,9 +129,14 @@ def _param(name: str, doc: str, converter: Callable) -> Param:
 NULLABLE = frozenset({"modelPath", "maxTokens", "pairCol"})
 
 
+INT8_CHECKS = ("warn", "refuse", "off")
+
+
 class _HeadParams(HasInputCol, HasOutputCol, ModelParams):
     """The params both classifiers share: the model params of every engine stage (folder,
-    device, batching), then the text's length limit, what a longer text gets, the precision.
+    device, batching), then the text's length limit, what a longer text gets, the precision,
+    the engine (torch, or ONNX Runtime with optional int8) and the int8 accuracy check
+    (:mod:`sparkfield.nlp.int8_check`).
     """
 
     maxTokens = _param("maxTokens", "tokens per text (>= 8); None: the model's window",
@@ -134,11 +145,24 @@ class _HeadParams(HasInputCol, HasOutputCol, ModelParams):
                         "reject (null result, reason 'too long')", _one_of(*LONG_TEXT))
     precision = _param("precision", "fp32, fp16 or bf16 on a GPU (the CPU runs fp32)",
                        _one_of(*PRECISIONS))
+    engine = _param("engine", "torch, or onnx: ONNX Runtime on an export of the model's "
+                    "logits (made once, cached in the model folder)", _one_of(*ENGINES))
+    quantize = _param("quantize", "none, or int8: dynamic int8 of the ONNX export (needs "
+                      "engine onnx)", _one_of(*QUANTIZE))
+    int8Check = _param("int8Check", "with quantize int8, compare int8 against fp32 on a "
+                       "sample of the input: warn or refuse past int8MaxDisagreement, or off",
+                       _one_of(*INT8_CHECKS))
+    int8MaxDisagreement = _param("int8MaxDisagreement", "the largest share of sampled rows "
+                                 "(token classification: of tokens) whose int8 label may differ "
+                                 "from fp32's", _checked(TypeConverters.toFloat, _share))
+    int8SampleRows = _param("int8SampleRows", "non-blank input rows the int8 check compares "
+                            "(>= 1)", _at_least(1))
 
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(inputCol="text", maxTokens=None, onLongText="truncate",
-                         precision="fp32")
+                         precision="fp32", engine="torch", quantize="none", int8Check="warn",
+                         int8MaxDisagreement=0.02, int8SampleRows=256)
 
 
 class _HeadStage(Transformer, _HeadParams, Persistent):
@@ -154,19 +178,31 @@ class _HeadStage(Transformer, _HeadParams, Persistent):
 
     def engine_spec(self, dataset: DataFrame, **extra: Any) -> EngineSpec:
         """What each worker builds, made ready for this session (checked and shipped on
-        classic Spark; over Connect the executors check the folder)."""
+        classic Spark, the ONNX export made here; over Connect the executors check the
+        folder and export). With quantize int8 and int8Check not off, runs a Spark job: int8
+        against fp32 on a sample of ``dataset`` (:func:`~sparkfield.nlp.int8_check.check_int8`).
+        """
         folder = self.getModelPath()
         if not folder:
             raise ConfigError(f"{type(self).__name__} needs modelPath (a local model folder)")
+        engine, quantize = self.getEngine(), self.getQuantize()
+        if quantize != "none" and engine != "onnx":
+            raise ConfigError(f"{type(self).__name__}: quantize {quantize} needs engine onnx "
+                              f"(engine is {engine})")
         spark = dataset.sparkSession
         if not is_connect(spark):  # the folder is the driver's: fail before shipping it
             here = check_model_dir(folder)
             read_head(here, self.kind)
             check_max_tokens(here, self.getMaxTokens())
-        return ready(spark, EngineSpec(
-            folder, "torch", self.getDevice(), self.getMaxTokens(),
+        spec = ready(spark, EngineSpec(
+            folder, engine, self.getDevice(), self.getMaxTokens(), quantize=quantize,
             threads=worker_threads(spark), task=self.task, precision=self.getPrecision(),
             **extra))
+        if quantize == "int8" and self.getInt8Check() != "off":
+            from sparkfield.nlp.int8_check import check_int8
+
+            check_int8(dataset, self, spec)
+        return spec
 
     def _inputs(self, dataset: DataFrame) -> list[str]:
         return [self.getInputCol()]
@@ -175,6 +211,15 @@ class _HeadStage(Transformer, _HeadParams, Persistent):
         require_columns(dataset, self._inputs(dataset))
         if self.getOutputCol() in dataset.columns:
             raise ConfigError(f"output column {self.getOutputCol()!r} already exists")
+
+    def timed_result(self, dataset: DataFrame) -> Column:
+        """The result column of ``dataset``'s rows with a last field :data:`SPLIT`: where
+        each Arrow batch's time went (on its first row), which the infer job sums."""
+        raise NotImplementedError
+
+    def _transform(self, dataset: DataFrame) -> DataFrame:
+        return dataset.withColumn(self.getOutputCol(),
+                                  self.timed_result(dataset).dropFields(SPLIT))
 
 
 def _reason(text: Column, what: str) -> Column:
@@ -291,7 +336,8 @@ class TextClassifier(_HeadStage, _TextClassifierParams):
     ``problem_type`` multi_label_classification) or one with a single output; ``label`` is
     the highest-scoring label of the config's ``id2label``. ``transform`` runs no Spark job:
     the texts are classified when the result is computed (on classic Spark it checks the model
-    folder and ships it first)."""
+    folder and ships it first). With ``quantize`` int8 and ``int8Check`` not off,
+    ``transform`` runs a Spark job: the int8 accuracy check on a sample of the input."""
 
     task, kind = "sequence-classification", SEQUENCE
 
@@ -301,7 +347,10 @@ class TextClassifier(_HeadStage, _TextClassifierParams):
                  function: str | None = None, probabilities: bool | None = None,
                  device: str | None = None, batchSize: int | None = None,
                  maxTokens: int | None = None, bucket: bool | None = None,
-                 onLongText: str | None = None, precision: str | None = None) -> None:
+                 onLongText: str | None = None, precision: str | None = None,
+                 engine: str | None = None, quantize: str | None = None,
+                 int8Check: str | None = None, int8MaxDisagreement: float | None = None,
+                 int8SampleRows: int | None = None) -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
 
@@ -311,8 +360,10 @@ class TextClassifier(_HeadStage, _TextClassifierParams):
                   function: str | None = None, probabilities: bool | None = None,
                   device: str | None = None, batchSize: int | None = None,
                   maxTokens: int | None = None, bucket: bool | None = None,
-                  onLongText: str | None = None, precision: str | None = None
-                  ) -> TextClassifier:
+                  onLongText: str | None = None, precision: str | None = None,
+                  engine: str | None = None, quantize: str | None = None,
+                  int8Check: str | None = None, int8MaxDisagreement: float | None = None,
+                  int8SampleRows: int | None = None) -> TextClassifier:
         """Sets the params given; ``None`` sets ``modelPath``, ``pairCol`` or ``maxTokens``
         to None and leaves the others as they are."""
         return self._set_params(self._input_kwargs)
@@ -320,14 +371,14 @@ class TextClassifier(_HeadStage, _TextClassifierParams):
     def _inputs(self, dataset: DataFrame) -> list[str]:
         return [self.getInputCol(), *([self.getPairCol()] if self.getPairCol() else [])]
 
-    def _transform(self, dataset: DataFrame) -> DataFrame:
+    def timed_result(self, dataset: DataFrame) -> Column:
         self._check_columns(dataset)
         spec = self.engine_spec(dataset, function=self.getFunction())
         udf = classification_udf(spec, self.getBatchSize(), self.getBucket(),
                                  bool(self.getPairCol()), self.getProbabilities(),
                                  self.getOnLongText() == "reject")
         result = udf(_input(dataset, self.getInputCol(), self.getPairCol()))
-        return dataset.withColumn(self.getOutputCol(), result.dropFields(SPLIT))
+        return result
 
 
 def classify_texts(df: DataFrame, model_dir: str, input_col: str = "text",
@@ -405,7 +456,8 @@ class TokenClassifier(_HeadStage, _TokenClassifierParams):
     character offsets into the text and ``word`` the text between them; entities labelled
     one of ``ignoreLabels`` are left out. ``transform`` runs no Spark job: the texts are
     tagged when the result is computed (on classic Spark it checks the model folder and ships
-    it first)."""
+    it first). With ``quantize`` int8 and ``int8Check`` not off, ``transform`` runs a Spark
+    job: the int8 accuracy check on a sample of the input."""
 
     task, kind = "token-classification", TOKEN
 
@@ -415,7 +467,10 @@ class TokenClassifier(_HeadStage, _TokenClassifierParams):
                  ignoreLabels: list[str] | None = None, device: str | None = None,
                  batchSize: int | None = None, maxTokens: int | None = None,
                  bucket: bool | None = None, onLongText: str | None = None,
-                 precision: str | None = None) -> None:
+                 precision: str | None = None, engine: str | None = None,
+                 quantize: str | None = None, int8Check: str | None = None,
+                 int8MaxDisagreement: float | None = None,
+                 int8SampleRows: int | None = None) -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
 
@@ -425,18 +480,21 @@ class TokenClassifier(_HeadStage, _TokenClassifierParams):
                   ignoreLabels: list[str] | None = None, device: str | None = None,
                   batchSize: int | None = None, maxTokens: int | None = None,
                   bucket: bool | None = None, onLongText: str | None = None,
-                  precision: str | None = None) -> TokenClassifier:
+                  precision: str | None = None, engine: str | None = None,
+                  quantize: str | None = None, int8Check: str | None = None,
+                  int8MaxDisagreement: float | None = None,
+                  int8SampleRows: int | None = None) -> TokenClassifier:
         """Sets the params given; ``None`` sets ``modelPath`` or ``maxTokens`` to None and
         leaves the others as they are."""
         return self._set_params(self._input_kwargs)
 
-    def _transform(self, dataset: DataFrame) -> DataFrame:
+    def timed_result(self, dataset: DataFrame) -> Column:
         self._check_columns(dataset)
         udf = entities_udf(self.engine_spec(dataset), self.getBatchSize(), self.getBucket(),
                            self.getAggregationStrategy(), tuple(self.getIgnoreLabels()),
                            self.getOnLongText() == "reject")
         result = udf(_input(dataset, self.getInputCol(), None))
-        return dataset.withColumn(self.getOutputCol(), result.dropFields(SPLIT))
+        return result
 
 
 def classify_tokens(df: DataFrame, model_dir: str, input_col: str = "text",

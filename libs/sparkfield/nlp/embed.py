@@ -53,6 +53,13 @@ HEADS = {
     "text2text-generation": "sparkfield.nlp.seq2seq:Seq2SeqGenerator",
 }
 TASKS = ("embedding", *HEADS)
+# the heads the ONNX engine runs too: torch head -> (its ONNX twin, the export it runs)
+ONNX_HEADS = {
+    "sparkfield.nlp.heads:SequenceClassifier": ("sparkfield.nlp.onnx_heads:OnnxSequenceClassifier",
+                                                "sequence-classification"),
+    "sparkfield.nlp.heads:TokenTagger": ("sparkfield.nlp.onnx_heads:OnnxTokenTagger",
+                                         "token-classification"),
+}
 MAX_REPEATED_IDS = 100_000
 EMBEDDING = "embedding"  # the job's embedding column; the stage's default output column
 SPLIT = "__split"  # where a worker's time went, on the first row of each Arrow batch
@@ -89,8 +96,12 @@ class EngineSpec:
             raise ConfigError("--quantize int8 needs --engine onnx")
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        if self.task != "embedding" and self.engine != "torch":
-            raise ConfigError(f"{self.task} runs on the torch engine only")
+        if self.engine == "onnx" and self.task != "embedding":
+            if HEADS[self.task] not in ONNX_HEADS:
+                raise ConfigError(f"{self.task} runs on the torch engine only")
+            if self.precision != "fp32":
+                raise ConfigError(f"precision {self.precision} needs the torch engine: the "
+                                  "ONNX engine runs fp32 (or int8 with quantize)")
 
     @property
     def engine_id(self) -> str:
@@ -98,6 +109,12 @@ class EngineSpec:
         if self.engine == "onnx":
             return "onnx" if self.quantize == "none" else f"onnx-{self.quantize}"
         return "torch-fp16" if self.half else "torch"
+
+    @property
+    def export_task(self) -> str:
+        """The ONNX export this spec runs (:data:`~sparkfield.nlp.onnx_engine.EXPORTS`): one
+        per model folder and export task, so heads of one task share it."""
+        return "embedding" if self.task == "embedding" else ONNX_HEADS[HEADS[self.task]][1]
 
     def build(self):
         gpus = task_gpu_addresses()
@@ -118,12 +135,19 @@ class EngineSpec:
         # on the CPU, torch is not imported only to ask it about GPUs
         device = "cpu" if self.device == "cpu" else choose_device(
             self.device, gpus, _cuda_visible(gpus))
+        if self.task != "embedding":
+            return self.head_class()(folder, device, self.max_tokens, threads=self.threads,
+                                     precision=self.precision, quantize=self.quantize,
+                                     onnx_dir=self.onnx_dir,
+                                     path=self._onnx_file_here(folder), **self.head_options())
         return OnnxEncoder(folder, device, self.max_tokens, self.threads,
                            self.quantize, self.onnx_dir, self._onnx_file_here(folder))
 
     def head_class(self) -> type:
-        """The class of :data:`HEADS` that runs this task."""
-        module, _, name = HEADS[self.task].partition(":")
+        """The class of :data:`HEADS` that runs this task (on the ONNX engine, its twin of
+        :data:`ONNX_HEADS`)."""
+        head = HEADS[self.task] if self.engine == "torch" else ONNX_HEADS[HEADS[self.task]][0]
+        module, _, name = head.partition(":")
         return getattr(importlib.import_module(module), name)
 
     def head_options(self) -> dict[str, object]:
@@ -335,7 +359,7 @@ def exported(spec: EngineSpec, on_rebuild: Callable[[str], None] | None = None) 
     from sparkfield.nlp.onnx_engine import ensure_onnx
 
     onnx_file = ensure_onnx(Path(str(spec.folder)), spec.onnx_dir, spec.quantize,
-                            on_rebuild=on_rebuild)
+                            on_rebuild=on_rebuild, task=spec.export_task)
     return dataclasses.replace(spec, onnx_file=str(onnx_file))
 
 

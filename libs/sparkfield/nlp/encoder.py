@@ -45,15 +45,21 @@ class Split:
         return [getattr(self, name) for name in self.parts()]
 
 
-def _truncating(backend, longest: int):
-    """A copy of a ``tokenizers.Tokenizer`` that truncates to ``longest`` tokens and pads
-    nothing (the batches are padded to their longest text later)."""
+def _truncating(backend, longest: int, strategy: str = "longest_first"):
+    """A copy of a ``tokenizers.Tokenizer`` that truncates to ``longest`` tokens (a text pair
+    by ``strategy``) and pads nothing (the batches are padded to their longest text later)."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_str(backend.to_str())
     tok.no_padding()
-    tok.enable_truncation(longest)
+    tok.enable_truncation(longest, strategy=strategy)
     return tok
+
+
+# how a text pair is cut to fit: longest_first (the longer text first, the tokenizers'
+# default), or only_first (the first text only: a short second text, such as a zero-shot
+# hypothesis, is kept whole)
+TRUNCATIONS = ("longest_first", "only_first")
 
 
 @dataclass
@@ -91,20 +97,37 @@ class BaseEncoder:
         # per token beyond the ids): one truncating at max_tokens + 1, one at max_tokens
         backend = getattr(self.tokenizer, "backend_tokenizer", None)
         self._cutters = None
+        self._pair_cutters: dict[str, tuple] = {}  # other truncations, built on first use
         if backend is not None:
             self._cutters = tuple(_truncating(backend, n)
                                   for n in (self.max_tokens + 1, self.max_tokens))
 
     offsets = False  # whether :meth:`tokenize` keeps the encodings (character offsets)
 
-    def _token_ids(self, texts: list[str], longest: int,
-                   pairs: list[str] | None = None) -> tuple[list, list | None, list | None]:
+    def _cutter(self, longest: int, truncation: str):
+        """The Rust tokenizer cutting at ``longest`` (``max_tokens`` or one more) by
+        ``truncation`` (:data:`TRUNCATIONS`)."""
+        at = 0 if longest > self.max_tokens else 1
+        if truncation == "longest_first":
+            return self._cutters[at]
+        if truncation not in TRUNCATIONS:
+            raise ConfigError(f"truncation must be one of {', '.join(TRUNCATIONS)}, "
+                              f"got {truncation!r}")
+        if truncation not in self._pair_cutters:
+            backend = self.tokenizer.backend_tokenizer
+            self._pair_cutters[truncation] = tuple(
+                _truncating(backend, n, truncation) for n in (self.max_tokens + 1, self.max_tokens))
+        return self._pair_cutters[truncation][at]
+
+    def _token_ids(self, texts: list[str], longest: int, pairs: list[str] | None = None,
+                   truncation: str = "longest_first"
+                   ) -> tuple[list, list | None, list | None]:
         """Token ids (and token type ids, where the model takes them) of ``texts`` (with their
-        ``pairs``: second texts), truncated to ``longest`` (``max_tokens`` or one more), and
-        the encodings when :attr:`offsets` asks for them."""
+        ``pairs``: second texts, cut by ``truncation``), truncated to ``longest``
+        (``max_tokens`` or one more), and the encodings when :attr:`offsets` asks for them."""
         inputs = texts if pairs is None else list(zip(texts, pairs, strict=True))
         if self._cutters is not None:
-            cutter = self._cutters[0 if longest > self.max_tokens else 1]
+            cutter = self._cutter(longest, truncation)
             encode = cutter.encode_batch if self.offsets else getattr(
                 cutter, "encode_batch_fast", cutter.encode_batch)  # fast: no offsets
             encodings = encode(inputs)
@@ -113,23 +136,24 @@ class BaseEncoder:
         if self.offsets:
             raise ModelError(f"{self.folder}: character offsets need a fast tokenizer "
                              "(a tokenizer.json)")
-        enc = self.tokenizer(texts, pairs, truncation=True, max_length=longest,
+        enc = self.tokenizer(texts, pairs, truncation=truncation, max_length=longest,
                              return_attention_mask=False,
                              return_token_type_ids=self.wants_type_ids)
         types = enc.get("token_type_ids") if self.wants_type_ids else None
         return enc["input_ids"], types, None
 
-    def tokenize(self, texts: list[str], pairs: list[str] | None = None) -> Tokens:
+    def tokenize(self, texts: list[str], pairs: list[str] | None = None,
+                 truncation: str = "longest_first") -> Tokens:
         """One pass at ``max_tokens + 1`` tells which texts are longer than ``max_tokens``;
-        only those are tokenised again at ``max_tokens``."""
-        ids, types, encodings = self._token_ids(texts, self.max_tokens + 1, pairs)
+        only those are tokenised again at ``max_tokens`` (a pair cut by ``truncation``)."""
+        ids, types, encodings = self._token_ids(texts, self.max_tokens + 1, pairs, truncation)
         truncated = np.fromiter((len(i) > self.max_tokens for i in ids), dtype=bool,
                                 count=len(ids))
         long = np.flatnonzero(truncated).tolist()
         if long:
             again, again_types, again_enc = self._token_ids(
                 [texts[i] for i in long], self.max_tokens,
-                None if pairs is None else [pairs[i] for i in long])
+                None if pairs is None else [pairs[i] for i in long], truncation)
             for j, i in enumerate(long):
                 ids[i] = again[j]
                 if types is not None and again_types is not None:
@@ -178,13 +202,15 @@ class BaseEncoder:
 
     def infer(self, texts: list[str], pairs: list[str] | None = None,
               batch_size: int | None = None, bucket: bool = False,
-              split: Split | None = None) -> tuple[Tokens, np.ndarray]:
+              split: Split | None = None,
+              truncation: str = "longest_first") -> tuple[Tokens, np.ndarray]:
         """(the tokens, :meth:`pool`'s rows in the order of ``texts``): what :meth:`encode`
-        returns, for any head. ``pairs``: a second text per text."""
+        returns, for any head. ``pairs``: a second text per text, a pair cut to fit by
+        ``truncation`` (:data:`TRUNCATIONS`)."""
         split = split if split is not None else Split()
         clock = time.perf_counter
         t0 = clock()
-        tokens = self.tokenize(texts, pairs)
+        tokens = self.tokenize(texts, pairs, truncation)
         n = len(texts)
         split.tokenise += clock() - t0
         if n == 0:

@@ -140,11 +140,20 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
 
 
 def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None) -> DataFrame:
+    """A Parquet or CSV table (a header, quoted line breaks) with ``text_col`` and ``id_col``;
+    without an id column, ``__id``: doc_id:sentence_idx for bag_of_words sentences, else a
+    row id."""
+    return read_table(spark, path, [text_col], id_col)
+
+
+def read_table(spark: SparkSession, path: str, columns: list[str],
+               id_col: str | None) -> DataFrame:
+    """:func:`read_texts` with several text ``columns``."""
     require_path(spark, path, "input")
     df = spark.read.option("header", "true").option("multiLine", "true").option(
         "escape", '"').csv(path) if path.endswith((".csv", ".csv.gz")) \
         else spark.read.parquet(path)
-    require_columns(df, [text_col, id_col], path)
+    require_columns(df, [*columns, id_col], path)
     if not id_col:
         # bag_of_words sentences: doc_id + sentence_idx identify a sentence (null when
         # either is null: such a row is rejected, not given a partial id)

@@ -1,11 +1,14 @@
-"""The ONNX Runtime engine: the local model folder exported once to ONNX (pooling and
-normalisation inside the graph), optionally int8-quantised, cached on disk and run by
-onnxruntime on the CPU or, where a GPU is assigned, its CUDA provider.
+"""The ONNX Runtime engine: the local model folder exported once to ONNX (for sentence
+embeddings with pooling and normalisation inside the graph; for a classifier, its logits),
+optionally int8-quantised, cached on disk and run by onnxruntime on the CPU or, where a GPU is
+assigned, its CUDA provider.
 
 Exports are keyed by a fingerprint of the model's config and weights and written atomically
 (temporary file + rename), so two executors exporting at once never read a half-written file.
 Each export's sha256 is recorded beside it (``model.onnx.sha256``); a cached export that does
-not match its hash (or, exported before hashes were recorded, does not load) is rebuilt."""
+not match its hash (or, exported before hashes were recorded, does not load) is rebuilt. Each
+export task has its own files in the export folder (:func:`export_name`), so the embedding and
+the classifier exports of one folder never collide."""
 
 from __future__ import annotations
 
@@ -25,6 +28,12 @@ from sparkfield.nlp.encoder import BaseEncoder
 from sparkfield.nlp.model import ModelError, fingerprint
 
 QUANTIZE = ("none", "int8")
+# what an export computes -> the transformers class it exports ("embedding": pooled, normalised)
+EXPORTS = {
+    "embedding": "AutoModel",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+}
 OPSET = 17
 log = logging.getLogger("sparkfield.nlp")
 
@@ -49,23 +58,38 @@ def export_dir(folder: Path, onnx_dir: str | Path | None) -> Path:
     return Path(onnx_dir) / f"{folder.name}-{fp}" if onnx_dir else folder / "onnx" / fp
 
 
+def export_name(task: str = "embedding", quantize: str = "none") -> str:
+    """The export's file name in :func:`export_dir`: ``model.onnx`` / ``model_int8.onnx``
+    for the embedding, ``<task>.onnx`` / ``<task>_int8.onnx`` for a classifier."""
+    stem = "model" if task == "embedding" else task
+    return f"{stem}.onnx" if quantize == "none" else f"{stem}_{quantize}.onnx"
+
+
 def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None, quantize: str = "none",
-                on_rebuild: Callable[[str], None] | None = None) -> Path:
-    """The path of the ONNX file for ``folder`` (exported, and quantised, when missing or
-    when the cached file does not verify; ``on_rebuild`` is told of each rebuild)."""
+                on_rebuild: Callable[[str], None] | None = None,
+                task: str = "embedding") -> Path:
+    """The path of the ONNX file of ``task`` (:data:`EXPORTS`) for ``folder`` (exported, and
+    quantised, when missing or when the cached file does not verify; ``on_rebuild`` is told
+    of each rebuild)."""
     if quantize not in QUANTIZE:
         raise ConfigError(f"quantize must be one of {', '.join(QUANTIZE)}, got {quantize!r}")
+    if task not in EXPORTS:
+        raise ConfigError(f"ONNX export task must be one of {', '.join(EXPORTS)}, "
+                          f"got {task!r}")
     target = export_dir(folder, onnx_dir)
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ModelError(f"cannot create the ONNX export folder {target}: {exc} (set onnx_dir "
                          "in conf/jobs/embed.yaml or --onnx-dir to a writable folder)") from exc
-    fp32 = target / "model.onnx"
-    _ensure(fp32, lambda tmp: export_onnx(folder, tmp), on_rebuild)
+    fp32 = target / export_name(task)
+    if task == "embedding":
+        _ensure(fp32, lambda tmp: export_onnx(folder, tmp), on_rebuild)
+    else:
+        _ensure(fp32, lambda tmp: export_onnx(folder, tmp, task), on_rebuild)
     if quantize == "none":
         return fp32
-    int8 = target / "model_int8.onnx"
+    int8 = target / export_name(task, quantize)
     _ensure(int8, lambda tmp: quantize_int8(fp32, tmp), on_rebuild)
     return int8
 
@@ -137,17 +161,25 @@ def _atomic(final: Path, write: Callable[[Path], None]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def export_onnx(folder: Path, path: Path) -> None:
-    """torch.onnx.export of model + mean pooling + L2 normalisation, dynamic batch and length.
-    Eager attention and a padded example batch, so the attention mask stays in the graph."""
+def export_onnx(folder: Path, path: Path, task: str = "embedding") -> None:
+    """torch.onnx.export, dynamic batch and length, of model + mean pooling + L2
+    normalisation (``embedding``), or of a classifier's logits (``sequence-classification``:
+    [batch, labels]; ``token-classification``: [batch, tokens, labels]). Eager attention and
+    a padded example batch, so the attention mask stays in the graph."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    import transformers
+    from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    model = AutoModel.from_pretrained(str(folder), local_files_only=True,
-                                      attn_implementation="eager").eval()
+    model = getattr(transformers, EXPORTS[task]).from_pretrained(
+        str(folder), local_files_only=True, attn_implementation="eager").eval()
     names = [n for n in ("input_ids", "attention_mask", "token_type_ids")
              if n in tok.model_input_names]
+    example = tok(["A short one.", "A somewhat longer example sentence, padded against."],
+                  padding=True, return_tensors="pt")
+    if task != "embedding":
+        _export_logits(model, names, example, path, task == "token-classification")
+        return
 
     class Pooled(torch.nn.Module):
         def __init__(self, inner):
@@ -161,12 +193,30 @@ def export_onnx(folder: Path, path: Path) -> None:
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, p=2, dim=1)
 
-    example = tok(["A short one.", "A somewhat longer example sentence, padded against."],
-                  padding=True, return_tensors="pt")
     axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
     with torch.inference_mode():
         torch.onnx.export(Pooled(model), tuple(example[n] for n in names), str(path),
                           input_names=names, output_names=["embedding"], dynamic_axes=axes,
+                          opset_version=OPSET, dynamo=False)
+
+
+def _export_logits(model, names: list[str], example, path: Path, per_token: bool) -> None:
+    """A classifier's logits as the export's one output, ``logits``."""
+    import torch
+
+    class Logits(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            return self.inner(**dict(zip(names, args, strict=True))).logits
+
+    out = {0: "batch", 1: "tokens"} if per_token else {0: "batch"}
+    axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"logits": out}
+    with torch.inference_mode():
+        torch.onnx.export(Logits(model), tuple(example[n] for n in names), str(path),
+                          input_names=names, output_names=["logits"], dynamic_axes=axes,
                           opset_version=OPSET, dynamo=False)
 
 
@@ -206,6 +256,19 @@ def providers(device: str, available: list[str]) -> list:
     return [("CUDAExecutionProvider", {"device_id": index}), "CPUExecutionProvider"]
 
 
+def onnx_session(path: Path, device: str, threads: int | None):
+    """An onnxruntime session of the export at ``path`` on ``device`` (:func:`providers`),
+    ``threads`` intra-op threads (None: onnxruntime's choice), every graph optimisation."""
+    ort = require_onnxruntime()
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(
+        str(path), opts, providers=providers(device, ort.get_available_providers()))
+
+
 @dataclass
 class OnnxEncoder(BaseEncoder):
     folder: Path
@@ -217,17 +280,11 @@ class OnnxEncoder(BaseEncoder):
     path: Path | None = None  # an export made beforehand (the driver's); None: ensure_onnx
 
     def __post_init__(self) -> None:
-        ort = require_onnxruntime()
+        require_onnxruntime()
         self._load_tokenizer()
         if self.path is None:
             self.path = ensure_onnx(self.folder, self.onnx_dir, self.quantize)
-        opts = ort.SessionOptions()
-        if self.threads:
-            opts.intra_op_num_threads = self.threads
-            opts.inter_op_num_threads = 1
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(
-            str(self.path), opts, providers=providers(self.device, ort.get_available_providers()))
+        self.session = onnx_session(self.path, self.device, self.threads)
         self.inputs = [i.name for i in self.session.get_inputs()]
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
