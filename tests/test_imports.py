@@ -107,8 +107,9 @@ def _area(module: str) -> str | None:
 
 
 def _is_run_layer(module: str) -> bool:
-    """A job's run layer: an area's ``job`` module, or anything in ``process.jobs``."""
-    return module.endswith(".job") or module.startswith("sparkfield.process.jobs")
+    """A job's run layer: an area's ``job`` or ``<name>_job`` module, or anything in
+    ``process.jobs``."""
+    return module.endswith((".job", "_job")) or module.startswith("sparkfield.process.jobs")
 
 
 def test_the_walk_sees_imports_inside_functions():

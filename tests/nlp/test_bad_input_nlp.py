@@ -16,10 +16,11 @@ from pyspark.sql import types as T
 from sparkfield.core.conf import load_config
 from sparkfield.nlp import onnx_engine, run
 from sparkfield.nlp.embed import split_texts, worker_threads
-from sparkfield.nlp.job import EmbedComputed, EmbedInputs, compute, derive, prepare, read_texts
+from sparkfield.nlp.job import EmbedComputed, EmbedInputs, compute, derive, prepare
 from sparkfield.nlp.model import ModelError, check_model_dir, default_model_dir
 from sparkfield.nlp.onnx_engine import ensure_onnx, export_dir
 from sparkfield.nlp.params import EMBED
+from sparkfield.nlp.tables import read_texts
 from tests.conftest import job_module
 
 ROOT = Path(__file__).resolve().parents[2]

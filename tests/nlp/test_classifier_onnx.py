@@ -292,6 +292,30 @@ def test_int8_check_of_a_token_classifier_counts_tokens(texts, tagger, tmp_path)
     assert found.share > 0.2
 
 
+def test_zero_shot_runs_on_onnx_and_its_int8_check_reads_pairs(texts, tmp_path):
+    from sparkfield.nlp import ZeroShotClassifier
+
+    nli = build(tmp_path / "nli", "ForSequenceClassification",
+                ("entailment", "neutral", "contradiction"), seed=2)
+    labels = ["science", "politics", "arts"]
+    ask = {"modelPath": str(nli), "device": "cpu", "candidateLabels": labels, "maxTokens": 32}
+    torch_rows = _by_id(ZeroShotClassifier(**ask).transform(texts), "zero_shot")
+    onnx_rows = _by_id(ZeroShotClassifier(engine="onnx", **ask).transform(texts), "zero_shot")
+    assert {k: v["labels"] for k, v in onnx_rows.items()} == {
+        k: v["labels"] for k, v in torch_rows.items()}
+    for k, v in torch_rows.items():
+        if v["scores"] is not None:
+            np.testing.assert_allclose(onnx_rows[k]["scores"], v["scores"], atol=1e-4)
+    broken_nli = _with_outliers(nli, "AutoModelForSequenceClassification")
+    stage = ZeroShotClassifier(**{**ask, "modelPath": str(broken_nli)}, engine="onnx",
+                               quantize="int8", int8Check="refuse", int8SampleRows=8)
+    seen: list[object] = []
+    stage.int8_pairs = lambda inputs, make=stage.int8_pairs: seen.append(1) or make(inputs)
+    with pytest.raises(InputError, match=r"ZeroShotClassifier with quantize int8"):
+        stage.transform(texts)
+    assert seen  # the sample is read as (text, hypothesis) pairs
+
+
 # --- exports, params ---------------------------------------------------------------------------
 
 def test_a_cached_export_cut_short_is_rebuilt(single, tmp_path, real_sentences):

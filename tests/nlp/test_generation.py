@@ -17,7 +17,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql import DataFrame
 
 from sparkfield.core.errors import ColumnError, ConfigError
-from sparkfield.nlp.classify import count_outcomes
+from sparkfield.nlp import count_outcomes
 from sparkfield.nlp.cross_attention import cross_attention_png
 from sparkfield.nlp.generation import TextGenerator, generate_texts
 from sparkfield.nlp.model import ModelError

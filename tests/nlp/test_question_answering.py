@@ -17,7 +17,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql import DataFrame
 
 from sparkfield.core.errors import ColumnError, ConfigError
-from sparkfield.nlp.classify import count_outcomes
+from sparkfield.nlp import count_outcomes
 from sparkfield.nlp.model import ModelError
 from sparkfield.nlp.qa_head import SpanExtractor
 from sparkfield.nlp.question_answering import QuestionAnswerer, answer_questions

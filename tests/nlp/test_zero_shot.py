@@ -15,7 +15,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql import DataFrame
 
 from sparkfield.core.errors import ColumnError, ConfigError
-from sparkfield.nlp.classify import count_outcomes
+from sparkfield.nlp import count_outcomes
 from sparkfield.nlp.heads import SequenceClassifier
 from sparkfield.nlp.model import ModelError
 from sparkfield.nlp.zero_shot import TEMPLATE, ZeroShotClassifier, classify_zero_shot, zero_shot

@@ -11,10 +11,10 @@ they work over Spark Connect too.
 Every input row is kept. A null or blank text (or text pair) gets a null result and a reason
 (``null text``, ``empty text``, ``null text pair``, ``empty text pair``); a text longer than
 ``maxTokens`` is truncated and flagged (``truncated``), or with ``onLongText`` ``reject`` gets
-a null result and the reason ``too long``. :func:`count_outcomes` counts them.
-
-Why one module: the two classifier stages, their DataFrame functions and their shared checks and
-counts follow one engine and one result layout."""
+a null result and the reason ``too long``. :func:`~sparkfield.nlp.head_rows.count_outcomes`
+counts them. What every inference stage shares (params, input rows, the base stage) is in
+:mod:`~sparkfield.nlp.head_params`, :mod:`~sparkfield.nlp.head_rows` and
+:mod:`~sparkfield.nlp.head_stage`."""
 
 from __future__ import annotations
 
@@ -26,38 +26,23 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark import keyword_only
-from pyspark.ml import Transformer
-from pyspark.ml.param import Param, Params, TypeConverters
-from pyspark.ml.param.shared import HasInputCol, HasOutputCol
+from pyspark.ml.param import TypeConverters
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.columns import column, require_columns
-from sparkfield.core.connect import is_connect
-from sparkfield.core.errors import ConfigError
-from sparkfield.core.ml import Persistent, given
 from sparkfield.nlp.aggregation import STRATEGIES, entities, tokens_of
 from sparkfield.nlp.embed import (
-    ENGINES,
     SPLIT,
     SPLIT_TYPE,
     EngineSpec,
-    blank,
     model_udf,
-    ready,
-    worker_threads,
 )
-from sparkfield.nlp.embedding_stage import ModelParams
-from sparkfield.nlp.encoder import PRECISIONS, Split
-from sparkfield.nlp.heads import FUNCTIONS, SEQUENCE, TOKEN, read_head
-from sparkfield.nlp.model import check_max_tokens, check_model_dir
-from sparkfield.nlp.onnx_engine import QUANTIZE
+from sparkfield.nlp.encoder import Split
+from sparkfield.nlp.head_params import HeadParams, one_of, optional_string, stage_param
+from sparkfield.nlp.head_rows import OUTCOME, outcome_arrays, rows_to_run, text_input
+from sparkfield.nlp.head_stage import HeadStage
+from sparkfield.nlp.heads import FUNCTIONS, SEQUENCE, TOKEN
 
-LONG_TEXT = ("truncate", "reject")
-TOO_LONG = "too long"
-OUTCOME = [T.StructField("truncated", T.BooleanType(), True),
-           T.StructField("reason", T.StringType(), True)]
 ENTITY = T.StructType([
     T.StructField("label", T.StringType(), False),
     T.StructField("score", T.DoubleType(), False),
@@ -82,186 +67,6 @@ ENTITIES_TYPE = T.StructType([T.StructField("entities", T.ArrayType(ENTITY, Fals
                               *OUTCOME])
 
 
-# --- params --------------------------------------------------------------------------------
-
-def _checked(base: Callable[[Any], Any], problem: Callable[[Any], str | None]) -> Callable:
-    """A type converter: ``base``, then ``problem`` (None: fine); Params._set names the
-    param in the TypeError."""
-
-    def convert(value: Any) -> Any:
-        value = base(value)
-        found = problem(value)
-        if found:
-            raise TypeError(found)
-        return value
-
-    return convert
-
-
-def _one_of(*allowed: str) -> Callable:
-    return _checked(TypeConverters.toString, lambda v: None if v in allowed else
-                    f"must be one of {', '.join(allowed)}, got {v!r}")
-
-
-def _at_least(low: int, nullable: bool = False) -> Callable:
-    def problem(v: int | None) -> str | None:
-        return None if (v is None and nullable) or (v is not None and v >= low) else \
-            f"must be >= {low}, got {v!r}"
-
-    def base(v: Any) -> int | None:
-        return None if v is None and nullable else TypeConverters.toInt(v)
-
-    return _checked(base, problem)
-
-
-def _share(v: float) -> str | None:
-    return None if 0.0 <= v <= 1.0 else f"must be a share from 0 to 1, got {v!r}"
-
-
-def _optional_string(v: Any) -> str | None:
-    return None if v is None else TypeConverters.toString(v)
-
-
-def _param(name: str, doc: str, converter: Callable) -> Param:
-    return Param(Params._dummy(), name, doc, typeConverter=converter)
-
-
-NULLABLE = frozenset({"modelPath", "maxTokens", "pairCol"})
-
-
-INT8_CHECKS = ("warn", "refuse", "off")
-
-
-class _HeadParams(HasInputCol, HasOutputCol, ModelParams):
-    """The params both classifiers share: the model params of every engine stage (folder,
-    device, batching), then the text's length limit, what a longer text gets, the precision,
-    the engine (torch, or ONNX Runtime with optional int8) and the int8 accuracy check
-    (:mod:`sparkfield.nlp.int8_check`).
-    """
-
-    maxTokens = _param("maxTokens", "tokens per text (>= 8); None: the model's window",
-                       _at_least(8, nullable=True))
-    onLongText = _param("onLongText", "a text over maxTokens: truncate (and flag it), or "
-                        "reject (null result, reason 'too long')", _one_of(*LONG_TEXT))
-    precision = _param("precision", "fp32, fp16 or bf16 on a GPU (the CPU runs fp32)",
-                       _one_of(*PRECISIONS))
-    engine = _param("engine", "torch, or onnx: ONNX Runtime on an export of the model's "
-                    "logits (made once, cached in the model folder)", _one_of(*ENGINES))
-    quantize = _param("quantize", "none, or int8: dynamic int8 of the ONNX export (needs "
-                      "engine onnx)", _one_of(*QUANTIZE))
-    int8Check = _param("int8Check", "with quantize int8, compare int8 against fp32 on a "
-                       "sample of the input: warn or refuse past int8MaxDisagreement, or off",
-                       _one_of(*INT8_CHECKS))
-    int8MaxDisagreement = _param("int8MaxDisagreement", "the largest share of sampled rows "
-                                 "(token classification: of tokens) whose int8 label may differ "
-                                 "from fp32's", _checked(TypeConverters.toFloat, _share))
-    int8SampleRows = _param("int8SampleRows", "non-blank input rows the int8 check compares "
-                            "(>= 1)", _at_least(1))
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setDefault(inputCol="text", maxTokens=None, onLongText="truncate",
-                         precision="fp32", engine="torch", quantize="none", int8Check="warn",
-                         int8MaxDisagreement=0.02, int8SampleRows=256)
-
-
-class _HeadStage(Transformer, _HeadParams, Persistent):
-    """What both classifier stages do alike: the engine made ready, the columns checked."""
-
-    task = ""  # EngineSpec.task
-    kind = ""  # what the folder's architectures must name
-
-    def _set_params(self, kwargs: dict[str, Any]) -> _HeadStage:
-        return self._set(**given(kwargs, NULLABLE))
-
-    # --- transform -------------------------------------------------------------------------
-
-    def engine_spec(self, dataset: DataFrame, **extra: Any) -> EngineSpec:
-        """What each worker builds, made ready for this session (checked and shipped on
-        classic Spark, the ONNX export made here; over Connect the executors check the
-        folder and export). With quantize int8 and int8Check not off, runs a Spark job: int8
-        against fp32 on a sample of ``dataset`` (:func:`~sparkfield.nlp.int8_check.check_int8`).
-        """
-        folder = self.getModelPath()
-        if not folder:
-            raise ConfigError(f"{type(self).__name__} needs modelPath (a local model folder)")
-        engine, quantize = self.getEngine(), self.getQuantize()
-        if quantize != "none" and engine != "onnx":
-            raise ConfigError(f"{type(self).__name__}: quantize {quantize} needs engine onnx "
-                              f"(engine is {engine})")
-        spark = dataset.sparkSession
-        if not is_connect(spark):  # the folder is the driver's: fail before shipping it
-            here = check_model_dir(folder)
-            read_head(here, self.kind)
-            check_max_tokens(here, self.getMaxTokens())
-        spec = ready(spark, EngineSpec(
-            folder, engine, self.getDevice(), self.getMaxTokens(), quantize=quantize,
-            threads=worker_threads(spark), task=self.task, precision=self.getPrecision(),
-            **extra))
-        if quantize == "int8" and self.getInt8Check() != "off":
-            from sparkfield.nlp.int8_check import check_int8
-
-            check_int8(dataset, self, spec)
-        return spec
-
-    def _inputs(self, dataset: DataFrame) -> list[str]:
-        return [self.getInputCol()]
-
-    def _check_columns(self, dataset: DataFrame) -> None:
-        require_columns(dataset, self._inputs(dataset))
-        if self.getOutputCol() in dataset.columns:
-            raise ConfigError(f"output column {self.getOutputCol()!r} already exists")
-
-    def timed_result(self, dataset: DataFrame) -> Column:
-        """The result column of ``dataset``'s rows with a last field :data:`SPLIT`: where
-        each Arrow batch's time went (on its first row), which the infer job sums."""
-        raise NotImplementedError
-
-    def _transform(self, dataset: DataFrame) -> DataFrame:
-        return dataset.withColumn(self.getOutputCol(),
-                                  self.timed_result(dataset).dropFields(SPLIT))
-
-
-def _reason(text: Column, what: str) -> Column:
-    return F.when(text.isNull(), f"null {what}").when(blank(text), f"empty {what}")
-
-
-def _input(dataset: DataFrame, text_col: str, pair_col: str | None) -> Column:
-    """struct<text, pair, reason>: the UDF's input; reason set where a text is missing."""
-    text = column(text_col).cast("string")
-    pair = column(pair_col).cast("string") if pair_col else F.lit(None).cast("string")
-    reason = _reason(text, "text")
-    if pair_col:
-        reason = F.coalesce(reason, _reason(pair, "text pair"))
-    return F.struct(text.alias("text"), pair.alias("pair"), reason.alias("reason"))
-
-
-def _todo(inputs: pa.StructArray, split: Split,
-          pairs: bool) -> tuple[np.ndarray, list[str], list[str] | None, list[str | None]]:
-    """(rows to run, their texts, their pairs, every row's reason so far)."""
-    t0 = time.perf_counter()
-    reasons = inputs.field("reason").to_pylist()
-    rows = np.fromiter((i for i, r in enumerate(reasons) if r is None), dtype=np.int64)
-    texts = inputs.field("text").take(pa.array(rows)).to_pylist()
-    second = inputs.field("pair").take(pa.array(rows)).to_pylist() if pairs else None
-    split.arrow_in += time.perf_counter() - t0
-    return rows, texts, second, reasons
-
-
-def _outcome(n: int, rows: np.ndarray, truncated: np.ndarray, reasons: list[str | None],
-             reject: bool) -> tuple[np.ndarray, list[pa.Array]]:
-    """(rows with a result, [truncated, reason] arrays) once ``rows`` ran."""
-    cut = np.zeros(n, dtype=bool)
-    cut[rows] = truncated
-    ran = np.zeros(n, dtype=bool)
-    ran[rows] = True
-    if reject:
-        for i in rows[truncated].tolist():
-            reasons[i] = TOO_LONG
-    keep = ran & ~(cut & reject)
-    return keep, [pa.array(cut, mask=~ran), pa.array(reasons, pa.string())]
-
-
 # --- sequence classification ---------------------------------------------------------------
 
 def classification_udf(spec: EngineSpec, batch_size: int, bucket: bool, pairs: bool,
@@ -271,7 +76,7 @@ def classification_udf(spec: EngineSpec, batch_size: int, bucket: bool, pairs: b
 
     def work(inputs: pa.StructArray, model: Callable[[], Any], split: Split) -> list[pa.Array]:
         n = len(inputs)
-        rows, texts, second, reasons = _todo(inputs, split, pairs)
+        rows, texts, second, reasons = rows_to_run(inputs, split, pairs)
         scores = np.zeros((n, 0))
         truncated = np.zeros(len(rows), dtype=bool)
         labels: tuple[str, ...] = ()
@@ -281,7 +86,7 @@ def classification_udf(spec: EngineSpec, batch_size: int, bucket: bool, pairs: b
             scores = np.zeros((n, len(labels)))
             scores[rows] = result.scores
         t0 = time.perf_counter()
-        keep, outcome = _outcome(n, rows, truncated, reasons, reject)
+        keep, outcome = outcome_arrays(n, rows, truncated, reasons, reject)
         best = scores.argmax(axis=1) if scores.shape[1] else np.zeros(n, dtype=np.int64)
         label = pa.array([labels[b] if k else None
                           for b, k in zip(best.tolist(), keep, strict=True)], pa.string())
@@ -310,14 +115,14 @@ def _probability_map(labels: tuple[str, ...], scores: np.ndarray,
     return pa.MapArray.from_arrays(pa.array(offsets), keys, items, mask=pa.array(~keep))
 
 
-class _TextClassifierParams(_HeadParams):
+class _TextClassifierParams(HeadParams):
     """TextClassifier's own params and defaults."""
 
-    pairCol = _param("pairCol", "second text column (text pairs); None: single texts",
-                     _optional_string)
-    function = _param("function", "logits to scores: auto, softmax, sigmoid or none",
-                      _one_of(*FUNCTIONS))
-    probabilities = _param("probabilities", "add a map of every label's score",
+    pairCol = stage_param("pairCol", "second text column (text pairs); None: single texts",
+                     optional_string)
+    function = stage_param("function", "logits to scores: auto, softmax, sigmoid or none",
+                      one_of(*FUNCTIONS))
+    probabilities = stage_param("probabilities", "add a map of every label's score",
                            TypeConverters.toBoolean)
 
     def __init__(self) -> None:
@@ -326,7 +131,7 @@ class _TextClassifierParams(_HeadParams):
                          probabilities=False)
 
 
-class TextClassifier(_HeadStage, _TextClassifierParams):
+class TextClassifier(HeadStage, _TextClassifierParams):
     """Text column (and optionally a second text column: ``pairCol``) -> struct ``label``,
     ``score`` (and with ``probabilities`` a map of every label's score), ``truncated``,
     ``reason``, from a local ``*ForSequenceClassification`` model folder.
@@ -377,7 +182,7 @@ class TextClassifier(_HeadStage, _TextClassifierParams):
         udf = classification_udf(spec, self.getBatchSize(), self.getBucket(),
                                  bool(self.getPairCol()), self.getProbabilities(),
                                  self.getOnLongText() == "reject")
-        result = udf(_input(dataset, self.getInputCol(), self.getPairCol()))
+        result = udf(text_input(dataset, self.getInputCol(), self.getPairCol()))
         return result
 
 
@@ -397,7 +202,7 @@ def entities_udf(spec: EngineSpec, batch_size: int, bucket: bool, strategy: str,
 
     def work(inputs: pa.StructArray, model: Callable[[], Any], split: Split) -> list[pa.Array]:
         n = len(inputs)
-        rows, texts, _, reasons = _todo(inputs, split, False)
+        rows, texts, _, reasons = rows_to_run(inputs, split, False)
         found: list[list | None] = [None] * n
         truncated = np.zeros(len(rows), dtype=bool)
         if len(rows):
@@ -415,7 +220,7 @@ def entities_udf(spec: EngineSpec, batch_size: int, bucket: bool, strategy: str,
                                                           ignore)]
             split.pool += time.perf_counter() - t0
         t0 = time.perf_counter()
-        keep, outcome = _outcome(n, rows, truncated, reasons, reject)
+        keep, outcome = outcome_arrays(n, rows, truncated, reasons, reject)
         column = pa.array([f if k else None for f, k in zip(found, keep, strict=True)],
                           pa.list_(pa.field("element", _ENTITY_ARROW, False)))
         split.arrow_out += time.perf_counter() - t0
@@ -431,12 +236,12 @@ _ENTITY_ARROW = pa.struct([
     pa.field("end", pa.int32(), False), pa.field("index", pa.int32(), True)])
 
 
-class _TokenClassifierParams(_HeadParams):
+class _TokenClassifierParams(HeadParams):
     """TokenClassifier's own params and defaults."""
 
-    aggregationStrategy = _param("aggregationStrategy", "none, simple, first, average or max",
-                                 _one_of(*STRATEGIES))
-    ignoreLabels = _param("ignoreLabels", "labels left out of the entities",
+    aggregationStrategy = stage_param("aggregationStrategy", "none, simple, first, average or max",
+                                 one_of(*STRATEGIES))
+    ignoreLabels = stage_param("ignoreLabels", "labels left out of the entities",
                           TypeConverters.toListString)
 
     def __init__(self) -> None:
@@ -445,7 +250,7 @@ class _TokenClassifierParams(_HeadParams):
                          ignoreLabels=["O"])
 
 
-class TokenClassifier(_HeadStage, _TokenClassifierParams):
+class TokenClassifier(HeadStage, _TokenClassifierParams):
     """Text column -> struct ``entities`` (array of label, score, word, start, end, index),
     ``truncated``, ``reason``, from a local ``*ForTokenClassification`` model folder.
 
@@ -493,7 +298,7 @@ class TokenClassifier(_HeadStage, _TokenClassifierParams):
         udf = entities_udf(self.engine_spec(dataset), self.getBatchSize(), self.getBucket(),
                            self.getAggregationStrategy(), tuple(self.getIgnoreLabels()),
                            self.getOnLongText() == "reject")
-        result = udf(_input(dataset, self.getInputCol(), None))
+        result = udf(text_input(dataset, self.getInputCol(), None))
         return result
 
 
@@ -505,19 +310,3 @@ def classify_tokens(df: DataFrame, model_dir: str, input_col: str = "text",
                            **params).transform(df)
 
 
-def count_outcomes(df: DataFrame, name: str) -> dict[str, int]:
-    """Rows of ``df`` by what became of them in a classifier's result column ``name``:
-    ``classified`` (with a result), ``truncated`` (of those, cut to maxTokens), and one count
-    per reason (``null text``, ``too long``...). Runs one Spark job."""
-    result = column(name)
-    rows = df.groupBy(result["reason"].alias("reason")).agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(result["truncated"].cast("int")).alias("cut")).collect()
-    out = {"classified": 0, "truncated": 0}
-    for r in rows:
-        if r["reason"] is None:
-            out["classified"] += r["n"]
-            out["truncated"] += int(r["cut"] or 0)
-        else:
-            out[r["reason"]] = r["n"]
-    return out

@@ -27,18 +27,11 @@ from pyspark.sql import types as T
 
 from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError
-from sparkfield.nlp.classify import (
-    OUTCOME,
-    _at_least,
-    _HeadParams,
-    _HeadStage,
-    _input,
-    _outcome,
-    _param,
-    _todo,
-)
 from sparkfield.nlp.embed import SPLIT, SPLIT_TYPE, EngineSpec, model_udf, ready, worker_threads
 from sparkfield.nlp.encoder import Split
+from sparkfield.nlp.head_params import HeadParams, at_least, stage_param
+from sparkfield.nlp.head_rows import OUTCOME, outcome_arrays, rows_to_run, text_input
+from sparkfield.nlp.head_stage import HeadStage
 from sparkfield.nlp.model import check_max_tokens, check_model_dir
 from sparkfield.nlp.seq2seq import CrossAttention, Options, check_seq2seq
 
@@ -106,7 +99,7 @@ def generation_udf(spec: EngineSpec, batch_size: int, bucket: bool, options: Opt
 
     def work(inputs: pa.StructArray, model: Callable[[], Any], split: Split) -> list[pa.Array]:
         n = len(inputs)
-        rows, texts, _, reasons = _todo(inputs, split, False)
+        rows, texts, _, reasons = rows_to_run(inputs, split, False)
         truncated = np.zeros(len(rows), dtype=bool)
         text: list[str | None] = [None] * n
         count: list[int | None] = [None] * n
@@ -136,7 +129,7 @@ def generation_udf(spec: EngineSpec, batch_size: int, bucket: bool, options: Opt
                     if maps is not None:
                         attention[i] = maps[j]
         t0 = time.perf_counter()
-        _, outcome = _outcome(n, rows, truncated, reasons, reject)
+        _, outcome = outcome_arrays(n, rows, truncated, reasons, reject)
         arrays = [pa.array(text, pa.string()), pa.array(count, pa.int32()),
                   pa.array(stopped, pa.string())]
         if cross:
@@ -152,19 +145,19 @@ def generation_udf(spec: EngineSpec, batch_size: int, bucket: bool, options: Opt
                                                T.StructField(SPLIT, SPLIT_TYPE, True)]))
 
 
-class _TextGeneratorParams(_HeadParams):
+class _TextGeneratorParams(HeadParams):
     """TextGenerator's own params and defaults."""
 
-    numBeams = _param("numBeams", "beams of the beam search (1: greedy)", _at_least(1))
-    maxNewTokens = _param("maxNewTokens", "most tokens generated per text (>= 1)",
-                          _at_least(1))
-    prefix = _param("prefix", "prepended to each text, e.g. 'translate English to German: ' "
+    numBeams = stage_param("numBeams", "beams of the beam search (1: greedy)", at_least(1))
+    maxNewTokens = stage_param("maxNewTokens", "most tokens generated per text (>= 1)",
+                          at_least(1))
+    prefix = stage_param("prefix", "prepended to each text, e.g. 'translate English to German: ' "
                     "for T5 (counted in maxTokens)", TypeConverters.toString)
-    lengthPenalty = _param("lengthPenalty", "beam search: exponent on the length the scores "
+    lengthPenalty = stage_param("lengthPenalty", "beam search: exponent on the length the scores "
                            "are divided by (> 0 favours longer texts)", TypeConverters.toFloat)
-    noRepeatNgramSize = _param("noRepeatNgramSize", "no n-gram of this size twice in a text "
-                               "(0: off)", _at_least(0))
-    crossAttention = _param("crossAttention", "add the source and generated tokens and the "
+    noRepeatNgramSize = stage_param("noRepeatNgramSize", "no n-gram of this size twice in a text "
+                               "(0: off)", at_least(0))
+    crossAttention = stage_param("crossAttention", "add the source and generated tokens and the "
                             "cross-attention weights [layer][head][target][source]",
                             TypeConverters.toBoolean)
 
@@ -174,7 +167,7 @@ class _TextGeneratorParams(_HeadParams):
                          lengthPenalty=1.0, noRepeatNgramSize=0, crossAttention=False)
 
 
-class TextGenerator(_HeadStage, _TextGeneratorParams):
+class TextGenerator(HeadStage, _TextGeneratorParams):
     """Text column -> struct ``text`` (generated), ``tokens`` (how many were generated, the
     eos included), ``stopped`` (``eos``: the model ended the text; ``max_new_tokens``: it
     reached the limit), with ``crossAttention`` also ``source_tokens``, ``target_tokens``
@@ -242,7 +235,7 @@ class TextGenerator(_HeadStage, _TextGeneratorParams):
         udf = generation_udf(self.engine_spec(dataset), self.getBatchSize(), self.getBucket(),
                              self.options(), self.getPrefix(), self.getCrossAttention(),
                              self.getOnLongText() == "reject")
-        result = udf(_input(dataset, self.getInputCol(), None))
+        result = udf(text_input(dataset, self.getInputCol(), None))
         return result
 
 

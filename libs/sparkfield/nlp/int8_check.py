@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.nlp.embed import SPLIT, SPLIT_TYPE, EngineSpec, model_udf, ready, worker_encoder
 from sparkfield.nlp.encoder import Split
+from sparkfield.nlp.head_rows import text_input
 
 log = logging.getLogger("sparkfield.nlp")
 _COMPARED = T.StructType([T.StructField("units", T.LongType(), False),
@@ -92,12 +93,13 @@ def check_int8(df: DataFrame, stage: Any, spec: EngineSpec) -> Int8Agreement:
 def measure(df: DataFrame, stage: Any, spec: EngineSpec) -> Int8Agreement:
     """int8 (``spec``, made ready) against its fp32 export on the first ``int8SampleRows``
     non-blank rows of ``df``, both run on the executors. Runs a Spark job."""
-    from sparkfield.nlp.classify import _input
-
     fp32 = ready(df.sparkSession, dataclasses.replace(spec, quantize="none", onnx_file=None))
     columns = stage._inputs(df)
     pairs = len(columns) > 1
-    sample = (df.select(_input(df, columns[0], columns[1] if pairs else None).alias("x"))
+    inputs = text_input(df, columns[0], columns[1] if pairs else None)
+    if hasattr(stage, "int8_pairs"):  # texts the stage runs as pairs (zero-shot hypotheses)
+        inputs, pairs = stage.int8_pairs(inputs), True
+    sample = (df.select(inputs.alias("x"))
               .where(F.col("x.reason").isNull()).limit(int(stage.getInt8SampleRows())))
     compare = model_udf(spec, _work(fp32, spec.export_task == "token-classification", pairs,
                                     stage.getBatchSize(), stage.getBucket()), _COMPARED)

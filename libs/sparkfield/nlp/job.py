@@ -26,7 +26,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.columns import require_columns
 from sparkfield.core.conf import Config
 from sparkfield.core.failures import raises_input_errors
 from sparkfield.core.io import AtomicOutput, optional_output, require_path
@@ -58,10 +57,10 @@ from sparkfield.nlp.params import (
     EmbedTopicsParams,
     check_combination,
 )
+from sparkfield.nlp.tables import ROW_ID, read_texts
 from sparkfield.nlp.topics import topics
 
 log = logging.getLogger("sparkfield.nlp")
-ROW_ID = "__id"  # the id column read_texts makes when the job names none
 ATTENTION_MAX_TOKENS = 64  # attention maps cover at most this many tokens of a text
 
 
@@ -137,32 +136,6 @@ def run(spark: SparkSession, cfg: Config) -> EmbedResult:
         publish(spark, out, report, cfg.practices.skew_ratio_threshold, p.max_reject_fraction)
     log.info(report.summary())
     return EmbedResult(embeddings=c.embedded, report=report, output=p.output, extras=c.extras)
-
-
-def read_texts(spark: SparkSession, path: str, text_col: str, id_col: str | None) -> DataFrame:
-    """A Parquet or CSV table (a header, quoted line breaks) with ``text_col`` and ``id_col``;
-    without an id column, ``__id``: doc_id:sentence_idx for bag_of_words sentences, else a
-    row id."""
-    return read_table(spark, path, [text_col], id_col)
-
-
-def read_table(spark: SparkSession, path: str, columns: list[str],
-               id_col: str | None) -> DataFrame:
-    """:func:`read_texts` with several text ``columns``."""
-    require_path(spark, path, "input")
-    df = spark.read.option("header", "true").option("multiLine", "true").option(
-        "escape", '"').csv(path) if path.endswith((".csv", ".csv.gz")) \
-        else spark.read.parquet(path)
-    require_columns(df, [*columns, id_col], path)
-    if not id_col:
-        # bag_of_words sentences: doc_id + sentence_idx identify a sentence (null when
-        # either is null: such a row is rejected, not given a partial id)
-        if {"doc_id", "sentence_idx"} <= set(df.columns):
-            df = df.withColumn(ROW_ID, F.concat(F.col("doc_id").cast("string"), F.lit(":"),
-                                                F.col("sentence_idx").cast("string")))
-        else:
-            df = df.withColumn(ROW_ID, F.monotonically_increasing_id().cast("string"))
-    return df
 
 
 # --- load and prepare (driver) ---------------------------------------------------------------

@@ -155,7 +155,8 @@ INFER = JobSchema("infer", [
           flag="--context-col"),
     Param("id_col", "str", None, "id column, kept in every output; null: doc_id:sentence_idx "
           "for bag_of_words sentences, else a row id", flag="--id-col"),
-    Param("keep_cols", "list[str]", [], "more input columns copied to the results"),
+    Param("keep_cols", "list[str]", [], "more input columns copied to the results",
+          flag="--keep-cols"),
     Param("engine", "str", "torch", "torch, or onnx: ONNX Runtime on an export of the model "
           "(classify, entities, zero-shot)", flag="--engine", choices=("torch", "onnx")),
     Param("quantize", "str", "none", "int8: dynamic int8 of the ONNX export, checked against "

@@ -29,18 +29,11 @@ from pyspark.sql import types as T
 from sparkfield.core.columns import column
 from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError
-from sparkfield.nlp.classify import (
-    OUTCOME,
-    _at_least,
-    _HeadParams,
-    _HeadStage,
-    _outcome,
-    _param,
-    _reason,
-    _todo,
-)
 from sparkfield.nlp.embed import SPLIT, SPLIT_TYPE, EngineSpec, model_udf, ready, worker_threads
 from sparkfield.nlp.encoder import Split
+from sparkfield.nlp.head_params import HeadParams, at_least, stage_param
+from sparkfield.nlp.head_rows import OUTCOME, missing_reason, outcome_arrays, rows_to_run
+from sparkfield.nlp.head_stage import HeadStage
 from sparkfield.nlp.model import check_max_tokens, check_model_dir
 from sparkfield.nlp.qa_head import QA, Span, check_qa_model, check_window
 
@@ -69,7 +62,7 @@ def _input(question_col: str, context_col: str) -> Column:
     """struct<text (question), pair (context), reason>: the UDF's input."""
     question = column(question_col).cast("string")
     context = column(context_col).cast("string")
-    reason = F.coalesce(_reason(question, "question"), _reason(context, "context"))
+    reason = F.coalesce(missing_reason(question, "question"), missing_reason(context, "context"))
     return F.struct(question.alias("text"), context.alias("pair"), reason.alias("reason"))
 
 
@@ -81,7 +74,7 @@ def answers_udf(spec: EngineSpec, batch_size: int, bucket: bool, options: dict[s
 
     def work(inputs: pa.StructArray, model: Callable[[], Any], split: Split) -> list[pa.Array]:
         n = len(inputs)
-        rows, questions, contexts, reasons = _todo(inputs, split, True)
+        rows, questions, contexts, reasons = rows_to_run(inputs, split, True)
         found: list[list[Span]] = [[] for _ in range(n)]
         windows = np.zeros(n, dtype=np.int64)
         truncated = np.zeros(len(rows), dtype=bool)
@@ -95,7 +88,7 @@ def answers_udf(spec: EngineSpec, batch_size: int, bucket: bool, options: dict[s
                 if not found[i] and not (reject and truncated[k]):
                     reasons[i] = "empty context"  # no context token to answer from
         t0 = time.perf_counter()
-        keep, outcome = _outcome(n, rows, truncated, reasons, reject)
+        keep, outcome = outcome_arrays(n, rows, truncated, reasons, reject)
         keep &= np.fromiter((bool(f) for f in found), dtype=bool, count=n)
         best = [f[0] if k else None for f, k in zip(found, keep, strict=True)]
         arrays = [
@@ -116,22 +109,22 @@ def answers_udf(spec: EngineSpec, batch_size: int, bucket: bool, options: dict[s
                                                T.StructField(SPLIT, SPLIT_TYPE, True)]))
 
 
-class _QuestionAnswererParams(_HeadParams):
+class _QuestionAnswererParams(HeadParams):
     """QuestionAnswerer's own params and defaults."""
 
-    questionCol = _param("questionCol", "question column", TypeConverters.toString)
-    contextCol = _param("contextCol", "context column (the text the answer is taken from)",
+    questionCol = stage_param("questionCol", "question column", TypeConverters.toString)
+    contextCol = stage_param("contextCol", "context column (the text the answer is taken from)",
                         TypeConverters.toString)
-    stride = _param("stride", "tokens by which a long context's windows overlap (>= 0, "
-                    "less than maxTokens)", _at_least(0))
-    maxAnswerLength = _param("maxAnswerLength", "most tokens in an answer (>= 1)",
-                             _at_least(1))
-    maxQuestionLength = _param("maxQuestionLength", "most tokens of a question (>= 1); a "
+    stride = stage_param("stride", "tokens by which a long context's windows overlap (>= 0, "
+                    "less than maxTokens)", at_least(0))
+    maxAnswerLength = stage_param("maxAnswerLength", "most tokens in an answer (>= 1)",
+                             at_least(1))
+    maxQuestionLength = stage_param("maxQuestionLength", "most tokens of a question (>= 1); a "
                                "longer one is truncated or rejected (onLongText)",
-                               _at_least(1))
-    topK = _param("topK", "answers per question (>= 1); over 1 adds the array answers",
-                  _at_least(1))
-    handleImpossibleAnswer = _param("handleImpossibleAnswer", "the null answer (\"\") "
+                               at_least(1))
+    topK = stage_param("topK", "answers per question (>= 1); over 1 adds the array answers",
+                  at_least(1))
+    handleImpossibleAnswer = stage_param("handleImpossibleAnswer", "the null answer (\"\") "
                                     "competes too", TypeConverters.toBoolean)
 
     def __init__(self) -> None:
@@ -141,7 +134,7 @@ class _QuestionAnswererParams(_HeadParams):
                          handleImpossibleAnswer=False)
 
 
-class QuestionAnswerer(_HeadStage, _QuestionAnswererParams):
+class QuestionAnswerer(HeadStage, _QuestionAnswererParams):
     """Question and context columns -> struct ``answer``, ``score``, ``start``, ``end``,
     ``windows`` (and with ``topK`` > 1 the array ``answers``), ``truncated``, ``reason``, from
     a local ``*ForQuestionAnswering`` model folder.

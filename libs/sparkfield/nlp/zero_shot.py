@@ -21,22 +21,16 @@ import pyarrow as pa
 from pyspark import keyword_only
 from pyspark.ml.param import TypeConverters
 from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError
-from sparkfield.nlp.classify import (
-    OUTCOME,
-    _checked,
-    _HeadParams,
-    _HeadStage,
-    _input,
-    _outcome,
-    _param,
-    _todo,
-)
 from sparkfield.nlp.embed import SPLIT, SPLIT_TYPE, EngineSpec, model_udf
 from sparkfield.nlp.encoder import Split
+from sparkfield.nlp.head_params import HeadParams, checked, stage_param
+from sparkfield.nlp.head_rows import OUTCOME, outcome_arrays, rows_to_run, text_input
+from sparkfield.nlp.head_stage import HeadStage
 from sparkfield.nlp.heads import SEQUENCE
 from sparkfield.nlp.model import ModelError, check_model_dir, model_config
 
@@ -136,14 +130,14 @@ def zero_shot_udf(spec: EngineSpec, labels: list[str], template: str, multi: boo
 
     def work(inputs: pa.StructArray, model: Callable[[], Any], split: Split) -> list[pa.Array]:
         n = len(inputs)
-        rows, texts, _, reasons = _todo(inputs, split, False)
+        rows, texts, _, reasons = rows_to_run(inputs, split, False)
         scores = np.zeros((n, k))
         truncated = np.zeros(len(rows), dtype=bool)
         if len(rows):
             scores[rows], truncated = zero_shot(model(), texts, hypotheses, multi, batch_size,
                                                 bucket, split)
         t0 = time.perf_counter()
-        keep, outcome = _outcome(n, rows, truncated, reasons, reject)
+        keep, outcome = outcome_arrays(n, rows, truncated, reasons, reject)
         order = ranked(scores[keep])
         top = np.take_along_axis(scores[keep], order, axis=1)
         names = np.array(labels, dtype=object)[order]
@@ -190,15 +184,15 @@ def _template_problem(template: str) -> str | None:
     return None if fits else f"must hold {{}} where the label goes, got {template!r}"
 
 
-class _ZeroShotParams(_HeadParams):
+class _ZeroShotParams(HeadParams):
     """ZeroShotClassifier's own params and defaults."""
 
-    candidateLabels = _param("candidateLabels", "the labels to choose from (required; no "
-                             "repeats)", _checked(_label_list, _labels_problem))
-    hypothesisTemplate = _param("hypothesisTemplate", "the hypothesis of each label: {} "
+    candidateLabels = stage_param("candidateLabels", "the labels to choose from (required; no "
+                             "repeats)", checked(_label_list, _labels_problem))
+    hypothesisTemplate = stage_param("hypothesisTemplate", "the hypothesis of each label: {} "
                                 "where the label goes",
-                                _checked(TypeConverters.toString, _template_problem))
-    multiLabel = _param("multiLabel", "score each label on its own (entailment against "
+                                checked(TypeConverters.toString, _template_problem))
+    multiLabel = stage_param("multiLabel", "score each label on its own (entailment against "
                         "contradiction) instead of a softmax over the labels",
                         TypeConverters.toBoolean)
 
@@ -207,7 +201,7 @@ class _ZeroShotParams(_HeadParams):
         self._setDefault(outputCol="zero_shot", hypothesisTemplate=TEMPLATE, multiLabel=False)
 
 
-class ZeroShotClassifier(_HeadStage, _ZeroShotParams):
+class ZeroShotClassifier(HeadStage, _ZeroShotParams):
     """Text column -> struct ``labels`` (the candidate labels, highest score first),
     ``scores`` (in that order), ``label`` and ``score`` (the top one), ``truncated``,
     ``reason``, from a local NLI ``*ForSequenceClassification`` model folder whose config
@@ -252,13 +246,19 @@ class ZeroShotClassifier(_HeadStage, _ZeroShotParams):
         return self._set_params(self._input_kwargs)
 
     def engine_spec(self, dataset: DataFrame, **extra: Any) -> EngineSpec:
-        """The engine of :class:`_HeadStage` giving raw logits; on classic Spark the folder's
+        """The engine of :class:`HeadStage` giving raw logits; on classic Spark the folder's
         entailment label is checked here first."""
         folder = self.getModelPath()
         if folder and not is_connect(dataset.sparkSession):
             here = check_model_dir(folder)
             nli_ids(_folder_label2id(here), str(here))
         return super().engine_spec(dataset, function="none", **extra)
+
+    def int8_pairs(self, inputs: Column) -> Column:
+        """The int8 check's input (:mod:`~sparkfield.nlp.int8_check`): each text paired with
+        the first candidate label's hypothesis, as the model reads it here."""
+        hypothesis = self.getHypothesisTemplate().format(self.getCandidateLabels()[0])
+        return inputs.withField("pair", F.lit(hypothesis))
 
     def timed_result(self, dataset: DataFrame) -> Column:
         if not self.isDefined(self.candidateLabels):
@@ -269,7 +269,7 @@ class ZeroShotClassifier(_HeadStage, _ZeroShotParams):
                             self.getHypothesisTemplate(), self.getMultiLabel(),
                             self.getBatchSize(), self.getBucket(),
                             self.getOnLongText() == "reject")
-        result = udf(_input(dataset, self.getInputCol(), None))
+        result = udf(text_input(dataset, self.getInputCol(), None))
         return result
 
 

@@ -30,9 +30,9 @@ from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.spark_ui import publish
 from sparkfield.nlp.embed import SPLIT
 from sparkfield.nlp.encoder import Split
-from sparkfield.nlp.job import ROW_ID, read_table
 from sparkfield.nlp.model import check_model_dir
 from sparkfield.nlp.params import INFER, InferParams, check_infer
+from sparkfield.nlp.tables import ROW_ID, read_table
 
 log = logging.getLogger("sparkfield.nlp")
 RESULT = "__result"  # the stage's result column while the job works on it
