@@ -22,14 +22,8 @@ from pyspark.sql import functions as F
 from sparkfield.core.columns import column, require_columns
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.ml import Persistent, StageParams, given, schema_param
-from sparkfield.nlp.embed import (
-    EMBEDDING,
-    ENGINES,
-    EngineSpec,
-    embedding_column,
-    ready,
-    worker_threads,
-)
+from sparkfield.nlp.embed import EMBEDDING, embedding_column, ready, worker_threads
+from sparkfield.nlp.engine import ENGINES, EngineSpec
 from sparkfield.nlp.params import EMBED
 
 # stage param -> the embed job's key whose default, checks and help text it takes
