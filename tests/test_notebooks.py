@@ -13,7 +13,8 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 # the notebooks in notebooks/ (checked below); those in NEED_DATA read the large data sets
-NOTEBOOKS = ["bag_of_words", "building_blocks", "coffee_shops", "embed", "event_log"]
+NOTEBOOKS = ["bag_of_words", "building_blocks", "coffee_shops", "embed", "event_log",
+             "infer"]
 NEED_DATA = {"bag_of_words", "embed", "event_log"}
 
 
@@ -66,6 +67,9 @@ PROBES = {
     "cosine_max": float(res.extras["neighbors"]["cosine"].max()),
     "topics": int(res.extras["topics"]["topic"].nunique()),
     "attention": list(att.shape), "tokens": len(tokens)}))""",
+    "infer": """print(json.dumps({
+    "rows": len(mine), "labels_equal": labels_equal, "max_diff": float(max_diff),
+    "results": res.results.count(), "rejects": res.rejects.toPandas()["reason"].tolist()}))""",
 }
 
 
@@ -98,6 +102,9 @@ def _check(name: str, shown: dict) -> None:
         assert 0 < shown["cosine_max"] <= 1.0001 and shown["topics"] == 3
         layers_heads_square = shown["attention"]
         assert layers_heads_square[-1] == layers_heads_square[-2] == shown["tokens"]
+    elif name == "infer":
+        assert shown["rows"] == 60 and shown["labels_equal"] and shown["max_diff"] < 1e-4
+        assert shown["results"] == 60 and shown["rejects"] == ["empty text"]
 
 
 def check_building_blocks(shown: dict) -> None:
