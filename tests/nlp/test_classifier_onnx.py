@@ -316,6 +316,17 @@ def test_zero_shot_runs_on_onnx_and_its_int8_check_reads_pairs(texts, tmp_path):
     assert seen  # the sample is read as (text, hypothesis) pairs
 
 
+def test_signed_int8_weights_where_the_cpu_has_vnni():
+    from sparkfield.nlp.onnx_engine import export_name, signed_int8
+
+    assert signed_int8("processor: 0\nflags\t\t: fpu sse avx2 avx512f avx512_vnni\n")
+    assert signed_int8("flags : avx2 avx_vnni")
+    assert not signed_int8("flags\t: fpu sse avx2 avx512f\n")
+    assert export_name("sequence-classification", "int8", signed=True) == \
+        "sequence-classification_int8_s8.onnx"
+    assert export_name("embedding", "int8") == "model_int8.onnx"
+
+
 # --- exports, params ---------------------------------------------------------------------------
 
 def test_a_cached_export_cut_short_is_rebuilt(single, tmp_path, real_sentences):

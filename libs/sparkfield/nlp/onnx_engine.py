@@ -58,11 +58,32 @@ def export_dir(folder: Path, onnx_dir: str | Path | None) -> Path:
     return Path(onnx_dir) / f"{folder.name}-{fp}" if onnx_dir else folder / "onnx" / fp
 
 
-def export_name(task: str = "embedding", quantize: str = "none") -> str:
+def export_name(task: str = "embedding", quantize: str = "none", signed: bool = False) -> str:
     """The export's file name in :func:`export_dir`: ``model.onnx`` / ``model_int8.onnx``
-    for the embedding, ``<task>.onnx`` / ``<task>_int8.onnx`` for a classifier."""
+    for the embedding, ``<task>.onnx`` / ``<task>_int8.onnx`` for a classifier (``_int8_s8``:
+    signed int8 weights, :func:`signed_int8`)."""
     stem = "model" if task == "embedding" else task
-    return f"{stem}.onnx" if quantize == "none" else f"{stem}_{quantize}.onnx"
+    if quantize == "none":
+        return f"{stem}.onnx"
+    return f"{stem}_{quantize}_s8.onnx" if signed else f"{stem}_{quantize}.onnx"
+
+
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def signed_int8(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU multiplies int8 with VNNI (``/proc/cpuinfo`` flags :data:`VNNI_FLAGS`):
+    there ONNX Runtime's u8 x s8 kernels do not saturate and run 2-3x faster than u8 x u8
+    (``benchmarks/inference.py``), while on AVX2 without VNNI u8 x s8 can saturate.
+    Classifier exports take signed weights where it does."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
+                  if line.startswith("flags")), [])
+    return any(f in flags for f in VNNI_FLAGS)
 
 
 def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None, quantize: str = "none",
@@ -89,8 +110,14 @@ def ensure_onnx(folder: Path, onnx_dir: str | Path | None = None, quantize: str 
         _ensure(fp32, lambda tmp: export_onnx(folder, tmp, task), on_rebuild)
     if quantize == "none":
         return fp32
-    int8 = target / export_name(task, quantize)
-    _ensure(int8, lambda tmp: quantize_int8(fp32, tmp), on_rebuild)
+    if task == "embedding":
+        int8 = target / export_name(task, quantize)
+        _ensure(int8, lambda tmp: quantize_int8(fp32, tmp), on_rebuild)
+        return int8
+    signed = signed_int8()
+    int8 = target / export_name(task, quantize, signed)
+    _ensure(int8, lambda tmp: quantize_int8(fp32, tmp, signed=signed, keep_float=False),
+            on_rebuild)
     return int8
 
 
@@ -220,28 +247,33 @@ def _export_logits(model, names: list[str], example, path: Path, per_token: bool
                           opset_version=OPSET, dynamo=False)
 
 
-def quantize_int8(fp32: Path, path: Path) -> None:
+def quantize_int8(fp32: Path, path: Path, signed: bool = False, keep_float: bool = True) -> None:
     """Dynamic int8 quantisation of the weight MatMuls: unsigned 8-bit weights per output
     channel (u8 x u8 does not saturate on AVX2 CPUs without VNNI, as u8 x s8 can).
 
     Left in float: the feed-forward down-projections (weights wider in than out), whose inputs
     come out of GELU with the widest range: quantising them too gave min/mean cosine to fp32
     of 0.975/0.992 on 300 real sentences, against 0.984/0.995 without them (signed weights:
-    0.986/0.994)."""
+    0.986/0.994). Classifier exports (``keep_float`` False) quantise every weight MatMul, with
+    signed weights where :func:`signed_int8` says so; their int8 accuracy check guards the
+    labels."""
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError as exc:
         raise OnnxUnavailable("--quantize int8 needs onnx and onnxruntime: pip install "
                               "'sparkfield[nlp]'") from exc
-    graph = onnx.load(str(fp32)).graph
-    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
-    keep_float = [n.name for n in graph.node if n.op_type == "MatMul" and any(
-        len(shapes.get(i, ())) == 2 and shapes[i][0] > shapes[i][1] for i in n.input)]
-    if not keep_float:
-        raise ModelError(f"{fp32}: no feed-forward MatMuls found to keep in float")
-    quantize_dynamic(str(fp32), str(path), weight_type=QuantType.QUInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"], nodes_to_exclude=keep_float)
+    floats: list[str] = []
+    if keep_float:
+        graph = onnx.load(str(fp32)).graph
+        shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+        floats = [n.name for n in graph.node if n.op_type == "MatMul" and any(
+            len(shapes.get(i, ())) == 2 and shapes[i][0] > shapes[i][1] for i in n.input)]
+        if not floats:
+            raise ModelError(f"{fp32}: no feed-forward MatMuls found to keep in float")
+    quantize_dynamic(str(fp32), str(path),
+                     weight_type=QuantType.QInt8 if signed else QuantType.QUInt8,
+                     per_channel=True, op_types_to_quantize=["MatMul"], nodes_to_exclude=floats)
 
 
 def providers(device: str, available: list[str]) -> list:
