@@ -110,19 +110,21 @@ def test_generate_writes_texts_and_cross_attention_maps(spark, repo_root, tmp_pa
 
     model = build_seq2seq(tmp_path / "marian", "marian", real_sentences)
     src = tmp_path / "in.parquet"
-    pd.DataFrame({"sid": [f"s{i:02d}" for i in range(8)],
-                  "body": [*real_sentences[:7], None]}).to_parquet(src)
+    pd.DataFrame({"sid": [f"s{i:02d}" for i in range(8)],  # the default text column: text
+                  "text": [*real_sentences[:7], None]}).to_parquet(src)
     out = tmp_path / "out"
     res = _run(spark, repo_root, {"input": str(src), "task": "generate", "model": str(model),
-                                  "text_col": "body", "id_col": "sid", "output": str(out),
+                                  "id_col": "sid", "output": str(out),
                                   "generate": {"num_beams": 2, "max_new_tokens": 12,
                                                "attention_maps": 2}})
     results = pd.read_parquet(out / "results").sort_values("sid")
-    assert set(results.columns) == {"sid", "body", "text", "tokens", "stopped", "truncated"}
+    assert set(results.columns) == {"sid", "text", "generated", "tokens", "stopped",
+                                    "truncated"}
     direct = generate_texts(spark.createDataFrame(
-        [(f"s{i:02d}", t) for i, t in enumerate(real_sentences[:7])], "sid string, body string"),
-        str(model), input_col="body", numBeams=2, maxNewTokens=12).toPandas().sort_values("sid")
-    assert list(results["text"]) == list(direct["generated"].map(lambda r: r["text"]))
+        [(f"s{i:02d}", t) for i, t in enumerate(real_sentences[:7])], "sid string, text string"),
+        str(model), numBeams=2, maxNewTokens=12).toPandas().sort_values("sid")
+    assert list(results["generated"]) == list(direct["generated"].map(lambda r: r["text"]))
+    assert list(results["text"]) == real_sentences[:7]
     assert list(pd.read_parquet(out / "rejects")["reason"]) == ["null text"]
     maps = sorted((out / "attention").iterdir())
     assert [m.name for m in maps] == ["row_1.png", "row_2.png"] and len(res.maps) == 2
@@ -151,6 +153,19 @@ def test_answer_reads_question_and_context_columns(spark, repo_root, tmp_path,
     assert list(got["answer"]) == list(direct.sort_values("qid")["answer"].map(
         lambda r: r["answer"]))
     assert [r["reason"] for r in res.rejects.collect()] == ["empty context"]
+
+
+def test_an_input_column_named_like_a_result_field_is_one_clear_error(spark, repo_root,
+                                                                      tmp_path, classifier):
+    from sparkfield.core.errors import ConfigError
+
+    src = tmp_path / "in.parquet"
+    pd.DataFrame({"text": ["A text."], "label": ["gold"]}).to_parquet(src)
+    with pytest.raises(ConfigError, match="'label' would share a name with the classify "
+                                          "result"):
+        _run(spark, repo_root, {"input": str(src), "task": "classify",
+                                "model": str(classifier), "keep_cols": ["label"],
+                                "output": None})
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -207,8 +207,12 @@ def test_bad_settings_say_what_is_wrong(spark, texts, models, tmp_path):
     with pytest.raises(ModelError, match="not a \\*ForSequenceClassification model"):
         classify_zero_shot(texts, str(tagger), CANDIDATES)
     head = SequenceClassifier(models["lower"], "cpu", 8, function="none")
-    with pytest.raises(ConfigError, match="takes 9 tokens, over maxTokens 8"):
+    with pytest.raises(ConfigError, match="takes 9 tokens with the special tokens, maxTokens "
+                                          "is 8: no room for the text"):
         zero_shot(head, ["A text."], ["This example is about sports."], False)
+    # a hypothesis that fills the window exactly leaves no token for the text either
+    with pytest.raises(ConfigError, match="takes 8 tokens .* maxTokens is 8"):
+        zero_shot(head, ["A longer text than one token."], ["This example is sports."], False)
 
 
 def test_transform_runs_no_spark_job(spark, texts, models):

@@ -152,24 +152,41 @@ def compute(p: InferParams, id_col: str, rows: DataFrame, stage: Transformer,
     counts and the workers' time split out. The model runs once, while the scored rows are
     cached; both outputs read the cache."""
     stats = Stats()
-    inputs = [id_col, *input_columns(p), *p.keep_cols]
-    scored = rows.select(*(column(c) for c in dict.fromkeys(inputs))).withColumn(
+    inputs = list(dict.fromkeys([id_col, *input_columns(p), *p.keep_cols]))
+    scored = rows.select(*(column(c) for c in inputs)).withColumn(
         RESULT, stage.timed_result(rows))
+    fields = result_fields(p, [f.name for f in scored.schema[RESULT].dataType.fields], inputs)
     with stats.step("infer"):
         scored = stack.enter_context(cached(scored, "scored rows", report=stats))
     result = F.col(RESULT)
     _count(scored, stats)
-    fields = [f.name for f in scored.schema[RESULT].dataType.fields
-              if f.name not in ("reason", SPLIT)]
     results = scored.where(result["reason"].isNull()).select(
-        *(column(c) for c in dict.fromkeys(inputs)), *(result[f].alias(f) for f in fields))
+        *(column(c) for c in inputs), *(result[f].alias(name) for f, name in fields.items()))
     rejects = scored.where(result["reason"].isNotNull()).select(
-        *(column(c) for c in dict.fromkeys(inputs)), result["reason"].alias("reason"))
+        *(column(c) for c in inputs), result["reason"].alias("reason"))
     c = InferComputed(results=results, rejects=rejects, stats=stats)
     if p.task == "generate" and p.generate.attention_maps:
         with stats.step("cross-attention maps"):
             c.maps = _maps(p, id_col, results, stage)
     return c
+
+
+# result fields written under another name: a generated text is not the input's text column
+RENAMED = {"generate": {"text": "generated"}}
+
+
+def result_fields(p: InferParams, fields: list[str], inputs: list[str]) -> dict[str, str]:
+    """The stage's result fields that ``results/`` holds -> their column names there; a
+    ``ConfigError`` when one would take the name of an input column (the id, a text column,
+    ``keep_cols``)."""
+    renamed = RENAMED.get(p.task, {})
+    out = {f: renamed.get(f, f) for f in fields if f not in ("reason", SPLIT)}
+    clash = sorted(set(out.values()) & set(inputs))
+    if clash:
+        raise ConfigError(f"input column(s) {', '.join(map(repr, clash))} would share a name "
+                          f"with the {p.task} result in results/: rename them, or leave them "
+                          "out of keep_cols")
+    return out
 
 
 def _count(scored: DataFrame, stats: Stats) -> None:
@@ -201,7 +218,7 @@ def _maps(p: InferParams, id_col: str, results: DataFrame,
     stage again with ``crossAttention`` on those rows only, the grids drawn here."""
     from sparkfield.nlp.cross_attention import cross_attention_png
 
-    first = results.orderBy(id_col).limit(p.generate.attention_maps).select(
+    first = results.orderBy(column(id_col)).limit(p.generate.attention_maps).select(
         column(id_col).cast("string").alias("id"), column(p.text_col).alias("text"))
     again = stage.copy({stage.crossAttention: True, stage.inputCol: "text",
                         stage.outputCol: "g"}).transform(first)

@@ -97,12 +97,14 @@ def measure(df: DataFrame, stage: Any, spec: EngineSpec) -> Int8Agreement:
     columns = stage._inputs(df)
     pairs = len(columns) > 1
     inputs = text_input(df, columns[0], columns[1] if pairs else None)
-    if hasattr(stage, "int8_pairs"):  # texts the stage runs as pairs (zero-shot hypotheses)
-        inputs, pairs = stage.int8_pairs(inputs), True
+    # a stage whose label is not the head's (zero-shot: the best candidate label) says how it
+    # scores its texts on a head
+    scorer = stage.int8_scorer() if hasattr(stage, "int8_scorer") else None
     sample = (df.select(inputs.alias("x"))
               .where(F.col("x.reason").isNull()).limit(int(stage.getInt8SampleRows())))
     compare = model_udf(spec, _work(fp32, spec.export_task == "token-classification", pairs,
-                                    stage.getBatchSize(), stage.getBucket()), _COMPARED)
+                                    stage.getBatchSize(), stage.getBucket(), scorer),
+                        _COMPARED)
     row = sample.select(compare(F.col("x")).alias("c")).agg(
         F.count(F.lit(1)).alias("rows"), F.sum("c.units").alias("units"),
         F.sum("c.differing").alias("differing"),
@@ -112,16 +114,24 @@ def measure(df: DataFrame, stage: Any, spec: EngineSpec) -> Int8Agreement:
                          "tokens" if spec.export_task == "token-classification" else "rows")
 
 
-def _work(fp32: EngineSpec, tokens: bool, pairs: bool, batch_size: int,
-          bucket: bool) -> Callable[[pa.StructArray, Callable[[], Any], Split], list[pa.Array]]:
+def _work(fp32: EngineSpec, tokens: bool, pairs: bool, batch_size: int, bucket: bool,
+          scorer: Callable[..., np.ndarray] | None = None
+          ) -> Callable[[pa.StructArray, Callable[[], Any], Split], list[pa.Array]]:
     """What the check's UDF does with one Arrow batch: both exports on its texts, per row
-    the labels compared, the labels int8 changed and the largest score difference."""
+    the labels compared, the labels int8 changed and the largest score difference
+    (``scorer``: the stage's own scores of its texts on a head, its best the label)."""
 
     def work(inputs: pa.StructArray, model: Callable[[], Any], split: Split) -> list[pa.Array]:
         texts = inputs.field("text").to_pylist()
         second = inputs.field("pair").to_pylist() if pairs else None
         int8, full = model(), worker_encoder(fp32)
-        if tokens:
+        if scorer is not None:
+            a = scorer(full, texts, batch_size, bucket, split)
+            b = scorer(int8, texts, batch_size, bucket, split)
+            units = np.ones(len(texts), dtype=np.int64)
+            differing = (a.argmax(axis=1) != b.argmax(axis=1)).astype(np.int64)
+            diff = np.abs(a - b).max(axis=1, initial=0.0)
+        elif tokens:
             a = full.tag(texts, batch_size, bucket, split)
             b = int8.tag(texts, batch_size, bucket, split)
             units, differing, diff = _token_rows(a, b)

@@ -94,9 +94,11 @@ class Seq2SeqGenerator(Encoder):
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = frozenset([eos] if isinstance(eos, int) else list(eos or []))
-        self.start_id = int(self.model.config.decoder_start_token_id
-                            if self.model.config.decoder_start_token_id is not None
-                            else self.pad_id)
+        # the token generate starts the decoder with: its generation config's first
+        start = self.model.generation_config.decoder_start_token_id
+        if start is None:
+            start = getattr(self.model.config, "decoder_start_token_id", None)
+        self.start_id = int(self.pad_id if start is None else start)
         self._options = Options()
 
     # --- generation ------------------------------------------------------------------------

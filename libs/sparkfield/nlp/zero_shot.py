@@ -21,7 +21,6 @@ import pyarrow as pa
 from pyspark import keyword_only
 from pyspark.ml.param import TypeConverters
 from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.connect import is_connect
@@ -97,9 +96,9 @@ def _check_hypotheses(head: Any, hypotheses: list[str]) -> None:
     only the premise is ever cut."""
     for h in hypotheses:
         n = len(head.tokenizer("", h)["input_ids"])
-        if n > head.max_tokens:
-            raise ConfigError(f"hypothesis {h!r} takes {n} tokens, over maxTokens "
-                              f"{head.max_tokens}: no room for the text")
+        if n >= head.max_tokens:
+            raise ConfigError(f"hypothesis {h!r} takes {n} tokens with the special tokens, "
+                              f"maxTokens is {head.max_tokens}: no room for the text")
 
 
 def zero_shot(head: Any, texts: list[str], hypotheses: list[str], multi: bool,
@@ -254,11 +253,18 @@ class ZeroShotClassifier(HeadStage, _ZeroShotParams):
             nli_ids(_folder_label2id(here), str(here))
         return super().engine_spec(dataset, function="none", **extra)
 
-    def int8_pairs(self, inputs: Column) -> Column:
-        """The int8 check's input (:mod:`~sparkfield.nlp.int8_check`): each text paired with
-        the first candidate label's hypothesis, as the model reads it here."""
-        hypothesis = self.getHypothesisTemplate().format(self.getCandidateLabels()[0])
-        return inputs.withField("pair", F.lit(hypothesis))
+    def int8_scorer(self) -> Callable[..., np.ndarray]:
+        """What the int8 check (:mod:`~sparkfield.nlp.int8_check`) compares: each text's
+        candidate-label scores as this stage computes them, on a given head."""
+        hypotheses = [self.getHypothesisTemplate().format(label)
+                      for label in self.getCandidateLabels()]
+        multi = self.getMultiLabel()
+
+        def scores(head: Any, texts: list[str], batch_size: int, bucket: bool,
+                   split: Split) -> np.ndarray:
+            return zero_shot(head, texts, hypotheses, multi, batch_size, bucket, split)[0]
+
+        return scores
 
     def timed_result(self, dataset: DataFrame) -> Column:
         if not self.isDefined(self.candidateLabels):
