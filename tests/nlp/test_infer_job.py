@@ -166,6 +166,10 @@ def test_an_input_column_named_like_a_result_field_is_one_clear_error(spark, rep
         _run(spark, repo_root, {"input": str(src), "task": "classify",
                                 "model": str(classifier), "keep_cols": ["label"],
                                 "output": None})
+    # without an id column the job's own id is written as "id"
+    res = _run(spark, repo_root, {"input": str(src), "task": "classify",
+                                  "model": str(classifier), "output": None})
+    assert res.results.columns == ["id", "text", "label", "score", "truncated"]
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -152,9 +152,15 @@ def compute(p: InferParams, id_col: str, rows: DataFrame, stage: Transformer,
     counts and the workers' time split out. The model runs once, while the scored rows are
     cached; both outputs read the cache."""
     stats = Stats()
-    inputs = list(dict.fromkeys([id_col, *input_columns(p), *p.keep_cols]))
-    scored = rows.select(*(column(c) for c in inputs)).withColumn(
+    # the id the job makes (no id_col) is written as "id"
+    names = {c: ("id" if c == ROW_ID else c)
+             for c in dict.fromkeys([id_col, *input_columns(p), *p.keep_cols])}
+    if id_col == ROW_ID and "id" in names:
+        raise ConfigError("the input has a column named 'id' among those the job reads: pass "
+                          "--id-col id, or rename it")
+    scored = rows.select(*(column(c).alias(n) for c, n in names.items())).withColumn(
         RESULT, stage.timed_result(rows))
+    inputs = list(names.values())
     fields = result_fields(p, [f.name for f in scored.schema[RESULT].dataType.fields], inputs)
     with stats.step("infer"):
         scored = stack.enter_context(cached(scored, "scored rows", report=stats))
@@ -167,7 +173,7 @@ def compute(p: InferParams, id_col: str, rows: DataFrame, stage: Transformer,
     c = InferComputed(results=results, rejects=rejects, stats=stats)
     if p.task == "generate" and p.generate.attention_maps:
         with stats.step("cross-attention maps"):
-            c.maps = _maps(p, id_col, results, stage)
+            c.maps = _maps(p, names[id_col], results, stage)
     return c
 
 
