@@ -11,7 +11,7 @@ The model: the bundled all-MiniLM-L6-v2 weights (6 layers, hidden 384) with a se
 its model before the timed runs; each stage keeps its fastest of ``--repeats`` runs, taken in
 turn (a shared machine's other load moves single runs).
 
-Goals (#38): the stage >= 2x ``predict_batch_udf`` on 2 cores; int8 >= 2x fp32 torch where the
+Goals: the stage >= 2x ``predict_batch_udf`` on 2 cores; int8 >= 2x fp32 torch where the
 CPU has AVX-512 VNNI; 1 -> 2 cores >= 1.7x.
 
 Usage: python benchmarks/inference.py [--sentences 2000] [--batch-size 64] [--repeats 2]
