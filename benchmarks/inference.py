@@ -24,38 +24,22 @@ import argparse
 import os
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from embed import real_sentences
 from machine import describe
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
 from sparkfield.nlp.model import default_model_dir
-from sparkfield.text.bag_of_words.normalise import sentences
-from sparkfield.text.bag_of_words.parse import page_text
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(os.environ.get("SPARKFIELD_DATA", ROOT.parent / "shared/data")) / "corpus"
 LABELS = ("negative", "neutral", "positive")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.txt")
-
-
-def real_sentences(n: int) -> list[str]:
-    out: list[str] = []
-    with tarfile.open(CORPUS / "wikipedia_uoi_2020_html.tar.xz", "r:*") as tar:
-        for m in tar:
-            if not m.isfile():
-                continue
-            _, text = page_text(tar.extractfile(m).read().decode("utf-8", "replace"))
-            out += sentences(text)
-            if len(out) >= n:
-                return out[:n]
-    return out
 
 
 def classifier(folder: Path) -> Path:

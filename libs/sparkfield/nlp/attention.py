@@ -29,25 +29,27 @@ def attention_grid_png(tokens: list[str], att: np.ndarray, title: str) -> bytes:
     labelled = tokens if len(tokens) <= MAX_TICKED_TOKENS else None
     for li in range(layers):
         for hi in range(heads):
-            _draw_head(axes[li][hi], att[li, hi], labelled, li, hi, layers)
+            draw_head(axes[li][hi], att[li, hi], labelled, labelled, li, hi, layers)
     fig.suptitle(title[:120], fontsize=9)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     return buf.getvalue()
 
 
-def _draw_head(ax: Axes, weights: np.ndarray, tokens: list[str] | None, layer: int, head: int,
-               layers: int) -> None:
-    """One head's map; token labels (when ``tokens`` is given) on the bottom row and the left
-    column only, head titles on the top row, layer labels on the left column."""
-    ax.imshow(weights, vmin=0.0, vmax=1.0, cmap="viridis")
+def draw_head(ax: Axes, weights: np.ndarray, columns: list[str] | None,
+              rows: list[str] | None, layer: int, head: int, layers: int,
+              aspect: str = "equal") -> None:
+    """One head's map (rows: the attending tokens, columns: the tokens attended to); token
+    labels (where given) on the bottom row and the left column only, head titles on the top
+    row, layer labels on the left column."""
+    ax.imshow(weights, vmin=0.0, vmax=1.0, cmap="viridis", aspect=aspect)
     bottom, left = layer == layers - 1, head == 0
-    ax.set_xticks(range(len(tokens)) if tokens and bottom else [])
-    ax.set_yticks(range(len(tokens)) if tokens and left else [])
-    if tokens and bottom:
-        ax.set_xticklabels(tokens, rotation=90, fontsize=5)
-    if tokens and left:
-        ax.set_yticklabels(tokens, fontsize=5)
+    ax.set_xticks(range(len(columns)) if columns and bottom else [])
+    ax.set_yticks(range(len(rows)) if rows and left else [])
+    if columns and bottom:
+        ax.set_xticklabels(columns, rotation=90, fontsize=5)
+    if rows and left:
+        ax.set_yticklabels(rows, fontsize=5)
     if layer == 0:
         ax.set_title(f"head {head + 1}", fontsize=7)
     if left:

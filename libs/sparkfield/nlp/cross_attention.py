@@ -9,14 +9,10 @@ Agg canvas of its own, no pyplot state."""
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sparkfield.nlp.attention import MAX_TICKED_TOKENS
-
-if TYPE_CHECKING:
-    from matplotlib.axes import Axes
+from sparkfield.nlp.attention import MAX_TICKED_TOKENS, draw_head
 
 
 def cross_attention_png(source_tokens: list[str], target_tokens: list[str],
@@ -40,28 +36,10 @@ def cross_attention_png(source_tokens: list[str], target_tokens: list[str],
     tgt = target_tokens if len(target_tokens) <= MAX_TICKED_TOKENS else None
     for li in range(layers):
         for hi in range(heads):
-            _draw_head(axes[li][hi], att[li, hi], src, tgt, li, hi, layers)
+            draw_head(axes[li][hi], att[li, hi], src, tgt, li, hi, layers, aspect="auto")
     fig.suptitle(title[:120], fontsize=9)
     fig.supxlabel("source tokens", fontsize=7)
     fig.supylabel("generated tokens", fontsize=7)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
     return buf.getvalue()
-
-
-def _draw_head(ax: Axes, weights: np.ndarray, source: list[str] | None,
-               target: list[str] | None, layer: int, head: int, layers: int) -> None:
-    """One head's map; source labels on the bottom row, target labels on the left column,
-    head titles on the top row, layer labels on the left column."""
-    ax.imshow(weights, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    bottom, left = layer == layers - 1, head == 0
-    ax.set_xticks(range(len(source)) if source and bottom else [])
-    ax.set_yticks(range(len(target)) if target and left else [])
-    if source and bottom:
-        ax.set_xticklabels(source, rotation=90, fontsize=5)
-    if target and left:
-        ax.set_yticklabels(target, fontsize=5)
-    if layer == 0:
-        ax.set_title(f"head {head + 1}", fontsize=7)
-    if left:
-        ax.set_ylabel(f"layer {layer + 1}", fontsize=7)
