@@ -1,7 +1,11 @@
+import random
 import re
 
+import pyarrow as pa
+
 from sparkfield.core.stopwords import english_stopwords
-from sparkfield.text.bag_of_words.normalise import sentences, tokens
+from sparkfield.text.bag_of_words import functions
+from sparkfield.text.bag_of_words.normalise import sentences, token_arrays, tokens
 from sparkfield.text.bag_of_words.parse import page_text
 
 
@@ -10,6 +14,50 @@ def test_token_rule_is_lowercase_then_python_word_runs():
         "héllo", "wörld_x", "42", "naïve", "café", "ok", "ß"]
     assert tokens("İ") == re.findall(r"\w+", "İ".lower())  # lower-casing first, as pinned
     assert tokens("") == [] and tokens("...") == []
+
+
+def _texts(seed: int, n: int) -> list[str]:
+    """Short strings over every ASCII character, and over word and non-word characters
+    whose Unicode lower-casing or class differs from ASCII's."""
+    rnd = random.Random(seed)
+    mixed = "aZ09_ .,-'!?\tİıßéÉ日\u0301ΣΩω½²\u2019\u201c\u2014\x0b\x1c"
+    every_ascii = "".join(chr(i) for i in range(128))
+    return [
+        "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 30)))
+        for alphabet in (mixed, every_ascii) for _ in range(n)
+    ]
+
+
+def test_token_arrays_are_the_token_rule_on_every_string():
+    texts = ["Hello, World!", "", "   ", "__init__ x_1 2.5", "İstanbul ΟΔΟΣ’Α", "\x00a\x7fb",
+             "The naïve CAFÉ's 42 cafés", *_texts(7, 3000)]
+    assert token_arrays(pa.array(texts)).to_pylist() == [tokens(t) for t in texts]
+    # a slice (an offset into shared buffers), an ASCII-only array, empty ones
+    assert token_arrays(pa.array(texts).slice(5, 2000)).to_pylist() == [
+        tokens(t) for t in texts[5:2005]]
+    plain = [t for t in texts if t.isascii()]
+    assert token_arrays(pa.array(plain)).to_pylist() == [tokens(t) for t in plain]
+    assert token_arrays(pa.array(["", ""])).to_pylist() == [[], []]
+    assert token_arrays(pa.array([], pa.string())).to_pylist() == []
+
+
+def test_sentence_batches_are_split_then_tokens_in_order(monkeypatch):
+    """The job's one Arrow pass (``sentence_token_rows``) gives the rows of split_sentences
+    then tokenize, however its output is cut into batches."""
+    docs = [("d1", "u1", "One sentence. Two: ‘quoted’ — İstanbul!\nThird line\n\n  "),
+            ("d2", None, None), ("d3", "u3", ""), ("d4", "u4", "Dr. Smith left. He ran.")]
+    docs += [(f"r{i}", f"u{i}", " ".join(_texts(i, 20))) for i in range(12)]
+    want = [(d, u, i, s, tokens(s)) for d, u, t in docs if t
+            for i, s in enumerate(sentences(t))]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([r[k] for r in docs], pa.string()) for k in range(3)],
+        names=["doc_id", "url", "text"])
+    for limit in (1, 100, 1 << 20):
+        monkeypatch.setattr(functions, "SENTENCE_BATCH_CHARS", limit)
+        out = list(functions._sentence_batches(iter([batch, batch.slice(0, 0)])))
+        rows = [tuple(r.values()) for b in out for r in b.to_pylist()]
+        assert rows == want
+        assert len(out) == 1 if limit == 1 << 20 else len(out) > 1
 
 
 def test_punkt_splits_real_text_without_downloads(wiki_pages):

@@ -41,11 +41,10 @@ from sparkfield.core.workers import in_worker
 from sparkfield.text.bag_of_words.duplicates import find_duplicates, signatures
 from sparkfield.text.bag_of_words.functions import (
     html_to_text,
-    split_sentences,
+    sentence_token_rows,
     stopword_set,
-    tokenize,
 )
-from sparkfield.text.bag_of_words.parse import DOC_SCHEMA, SENT_SCHEMA
+from sparkfield.text.bag_of_words.parse import DOC_SCHEMA
 from sparkfield.text.bag_of_words.vectorise import (
     term_counts,
     term_vectors,
@@ -421,9 +420,7 @@ def _text_documents(pages: DataFrame) -> DataFrame:
 def sentence_rows(docs: DataFrame) -> DataFrame:
     """Documents (doc_id, url, text) -> one row per sentence with every token (SENT_SCHEMA):
     what ``SentenceSplitter(explodeSentences=True)`` and ``WordTokenizer`` give."""
-    split = split_sentences(docs.select("doc_id", "url", "text"), output_col="sentence",
-                            explode=True, index_col="sentence_idx")
-    return tokenize(split, "sentence", "tokens", stopwords="none").select(*SENT_SCHEMA.names)
+    return sentence_token_rows(docs)
 
 
 def _rejects(pages: DataFrame, docs: DataFrame) -> DataFrame:

@@ -67,14 +67,16 @@ def shingle_hashes(text: str | None, k: int) -> np.ndarray:
     if not toks:
         return np.empty(0, np.uint64)
     ids = {t: _token_hash(t) for t in set(toks)}
-    th = np.fromiter((ids[t] for t in toks), np.uint64, len(toks))
+    th = np.array(list(map(ids.__getitem__, toks)), np.uint64)
     m = min(k, len(toks))  # words per shingle: k, or the whole text when it is shorter
     n = len(toks) - m + 1
     with np.errstate(over="ignore"):
         h = th[:n].copy()
         for j in range(1, m):
             h = h * _POLY + th[j:j + n]
-        return np.unique(_mix(h ^ np.uint64(m)))
+        h = np.sort(_mix(h ^ np.uint64(m)))
+    # np.unique's result, sorted, without its hash table: about 3x faster on a book
+    return h[np.concatenate(([True], h[1:] != h[:-1]))]
 
 
 def _hash_functions(count: int) -> tuple[np.ndarray, np.ndarray]:

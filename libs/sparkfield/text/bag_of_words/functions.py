@@ -1,10 +1,11 @@
 """The bag_of_words steps as DataFrame -> DataFrame functions: HTML to text, text to Punkt
 sentences, text to tokens by the pinned rule, token arrays to the pinned vocabulary.
 
-They use the DataFrame API only (pandas UDFs run the Python side in Spark's Python workers),
-so they work on classic Spark and over Spark Connect alike. The Spark ML stages of
-:mod:`sparkfield.text.bag_of_words.stages` call them, and so does the bag_of_words job. Every
-input row is kept (except by ``split_sentences(explode=True)``); a null input gives no text, no
+They use the DataFrame API only (pandas UDFs and ``mapInArrow`` run the Python side in Spark's
+Python workers), so they work on classic Spark and over Spark Connect alike. The Spark ML
+stages of :mod:`sparkfield.text.bag_of_words.stages` call them, and so does the bag_of_words
+job. Every input row is kept (except by ``split_sentences(explode=True)`` and
+``sentence_token_rows``); a null input gives no text, no
 sentences, no tokens, never an error. An input column that is missing or of the wrong type
 raises :class:`~sparkfield.core.errors.ColumnError` naming it.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -22,8 +24,8 @@ from sparkfield.core.columns import column, quoted, require_type
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import keep_archive_directories
-from sparkfield.text.bag_of_words.normalise import sentences, tokens
-from sparkfield.text.bag_of_words.parse import check_extract, parse_page
+from sparkfield.text.bag_of_words.normalise import sentences, token_arrays, tokens
+from sparkfield.text.bag_of_words.parse import SENT_SCHEMA, check_extract, parse_page
 from sparkfield.text.bag_of_words.stage_params import job_default, vocabulary_args
 from sparkfield.text.bag_of_words.vectorise import token_stats, top_vocabulary
 from sparkfield.text.pages.charset import decode_page, header_charset
@@ -141,6 +143,54 @@ def _sentences_udf():
                             dtype=object)
 
     return F.pandas_udf(split, WORDS)
+
+
+def sentence_token_rows(df: DataFrame) -> DataFrame:
+    """Documents (doc_id, url, text) -> one row per sentence with all its tokens
+    (``SENT_SCHEMA``: doc_id, url, sentence_idx, sentence, tokens): what ``split_sentences(
+    explode=True)`` then ``tokenize(stopwords="none")`` give, in one pass of Arrow batches
+    (no pandas, no second round trip to Python; tokens by :func:`token_arrays`). A document
+    without a sentence has no row."""
+    for name in ("doc_id", "url", "text"):
+        require_type(df, name, _is_text, "a string column")
+    return df.select("doc_id", "url", "text").mapInArrow(_sentence_batches, SENT_SCHEMA)
+
+
+SENTENCE_BATCH_CHARS = 16 << 20  # text per output batch: a book-sized row is not a batch
+
+
+def _sentence_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    keep_archive_directories()
+    for batch in batches:
+        texts = batch.column(2)
+        owners: list[int] = []
+        positions: list[int] = []
+        found: list[str] = []
+        chars = 0
+        for start in range(0, len(batch), 64):
+            for row, text in enumerate(texts.slice(start, 64).to_pylist(), start):
+                if text is None:
+                    continue
+                split = sentences(text)
+                owners.extend([row] * len(split))
+                positions.extend(range(len(split)))
+                found.extend(split)
+                chars += len(text)
+                if chars >= SENTENCE_BATCH_CHARS:
+                    yield _sentence_batch(batch, owners, positions, found)
+                    owners, positions, found, chars = [], [], [], 0
+        if found:
+            yield _sentence_batch(batch, owners, positions, found)
+
+
+def _sentence_batch(batch: pa.RecordBatch, owners: list[int], positions: list[int],
+                    found: list[str]) -> pa.RecordBatch:
+    rows = pa.array(owners, pa.int64())
+    text = pa.array(found, pa.string())
+    return pa.RecordBatch.from_arrays(
+        [batch.column(0).take(rows), batch.column(1).take(rows),
+         pa.array(positions, pa.int32()), text, token_arrays(text)],
+        names=SENT_SCHEMA.names)
 
 
 def stopword_set(stopwords: str) -> frozenset[str]:
