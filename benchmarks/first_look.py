@@ -119,7 +119,7 @@ def main() -> int:
             said = f"first {first[name]:.1f} s, " if name in first else ""
             print(f"{name}: {said}best warm {warm[name]:.1f} s of {a.repeat}")
         for name, folder in (("event_log", "event_log"), ("process_mining", "process_mining")):
-            rep, timed = steps(out / folder)
+            _, timed = steps(out / folder)
             print(f"{name}'s last run, steps (s): " + ", ".join(
                 f"{s['step']} {s['seconds']:.1f}" for s in timed if "within" not in s))
     finally:

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from sparkfield.core.columns import column, quoted, require_type
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.stopwords import english_stopwords
-from sparkfield.core.workers import keep_archive_directories
+from sparkfield.core.workers import in_worker, keep_archive_directories
 from sparkfield.text.bag_of_words.normalise import sentences, token_arrays, tokens
 from sparkfield.text.bag_of_words.parse import SENT_SCHEMA, check_extract, parse_page
 from sparkfield.text.bag_of_words.stage_params import job_default, vocabulary_args
@@ -153,14 +153,14 @@ def sentence_token_rows(df: DataFrame) -> DataFrame:
     without a sentence has no row."""
     for name in ("doc_id", "url", "text"):
         require_type(df, name, _is_text, "a string column")
-    return df.select("doc_id", "url", "text").mapInArrow(_sentence_batches, SENT_SCHEMA)
+    return df.select("doc_id", "url", "text").mapInArrow(in_worker(_sentence_batches),
+                                                          SENT_SCHEMA)
 
 
 SENTENCE_BATCH_CHARS = 16 << 20  # text per output batch: a book-sized row is not a batch
 
 
 def _sentence_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    keep_archive_directories()
     for batch in batches:
         texts = batch.column(2)
         owners: list[int] = []
