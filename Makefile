@@ -41,12 +41,12 @@ system-deps:
 
 test: $(STAMP) $(AIRFLOW_STAMP) system-deps
 	$(PY) -m ruff check libs jobs tests benchmarks deploy
-	$(PY) -m pytest tests -m "not heavy" --durations=20
+	$(PY) -m pytest tests -m "not heavy" --durations=60
 	$(MAKE) test-py313
 
 # the longest runs, left out of `make test` to keep it within CI's time (see docs/testing.md)
 test-heavy: $(STAMP) system-deps
-	$(PY) -m pytest tests -m heavy --durations=20
+	$(PY) -m pytest tests -m heavy --durations=60
 
 # the fast subset on Python 3.13 (without the nlp extra: torch's pinned CPU build is 3.11's)
 PY313_TESTS ?= tests/core tests/geo/test_lattice.py tests/geo/test_crs.py \
