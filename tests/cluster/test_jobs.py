@@ -247,3 +247,45 @@ def test_embed_with_the_bundled_model(cluster: Cluster, spark, tmp_path):
 
     diff = np.abs(np.stack(got["embedding"]) - np.stack(want["embedding"])).max()
     assert diff <= 1e-6, diff
+
+
+@pytest.mark.heavy
+def test_infer_with_model_folders_only_the_driver_has(cluster: Cluster, spark, tmp_path):
+    """The infer job with two small models built in the driver's /tmp, which the workers do
+    not see: a classifier on ONNX Runtime with dynamic int8 (exported and checked on the
+    driver, shipped inside its folder) and a Marian translator with beam search. Each reaches
+    the executors as an archive, and the cluster's results equal a local run's."""
+    from tests.nlp.tiny_models import build
+    from tests.nlp.tiny_seq2seq import build as build_seq2seq
+
+    src = cluster.shared / "infer_sentences.csv"
+    pd.DataFrame({"id": [f"s{i}" for i in range(len(SENTENCES))], "text": SENTENCES}) \
+        .to_csv(src, index=False)
+    classifier = build(tmp_path / "sentiment", "ForSequenceClassification",
+                       ("negative", "neutral", "positive"))
+    translator = build_seq2seq(tmp_path / "marian", "marian", SENTENCES)
+    runs = {
+        "classify": ["--task", "classify", "--model", str(classifier), "--engine", "onnx",
+                     "--quantize", "int8"],
+        "generate": ["--task", "generate", "--model", str(translator), "--num-beams", "2",
+                     "--max-new-tokens", "12"],
+    }
+    for name, task in runs.items():
+        flags = [*task, "--input", str(src), "--id-col", "id"]
+        out = cluster.shared / f"infer_{name}"
+        before = _ids(cluster)
+        _ok(cluster.submit("infer", *flags, "--output", str(out), env_tar=cluster.nlp_env,
+                           timeout=600))
+        (app,) = [a for a in cluster.apps() if a["id"] not in before]
+        assert cluster.worker_files(
+            f"/tmp/work/{app['id']}/*/sparkfield-dir-*.zip/config.json"), name
+        _local(spark, "infer", *flags, "--output", str(tmp_path / f"local_{name}"))
+        got = pd.read_parquet(out / "results").sort_values("id").reset_index(drop=True)
+        want = pd.read_parquet(tmp_path / f"local_{name}" / "results").sort_values("id") \
+            .reset_index(drop=True)
+        assert list(got["id"]) == list(want["id"]) and len(got) == len(SENTENCES), name
+        if name == "classify":
+            assert list(got["label"]) == list(want["label"])
+            assert (got["score"] - want["score"]).abs().max() <= 1e-5
+        else:
+            assert list(got["generated"]) == list(want["generated"])
