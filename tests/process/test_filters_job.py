@@ -334,3 +334,55 @@ def test_a_misspelt_filters_key_and_filters_on_an_object_centric_log_are_errors(
         "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2 and "this mapping is object-centric" in err, err
+
+
+# -- chained variant filters --------------------------------------------------------------
+
+def _canonical_tiny(spark):
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("case_id", T.StringType()),
+                           T.StructField("activity", T.StringType()),
+                           T.StructField("timestamp", T.TimestampType()),
+                           T.StructField("src_order", T.IntegerType()),
+                           T.StructField("row_order", T.LongType())])
+    rows = [(c, a, pd.Timestamp(t).to_pydatetime(), 0, i) for i, (c, a, t) in enumerate(TINY)]
+    return spark.createDataFrame(rows, schema)
+
+
+@pytest.mark.classic  # plan_size reads the JVM's plan
+@pytest.mark.parametrize("checkpoint_dir", [True, False], ids=["reliable", "local"])
+def test_chained_variant_filters_leave_a_plan_that_does_not_multiply(spark, tmp_path,
+                                                                     checkpoint_dir):
+    """Each variant filter reads its input three times: without a cut, three of them in a row
+    leave a plan with 27 copies of the log's. Cut after each (a reliable checkpoint where the
+    session has a directory, else a local one), the result's plan stays a few nodes, and the
+    rows are those of the filters applied one at a time."""
+    from contextlib import ExitStack
+
+    from sparkfield.core.practices import plan_size
+    from sparkfield.core.report import Stats
+    from sparkfield.process.analysis import filters
+    from sparkfield.process.analysis.filter_plan import apply_filters
+
+    entries = [{"name": "filter_variants_by_coverage_percentage",
+                "min_coverage_percentage": 0.05},
+               {"name": "filter_variants_top_k", "k": 4},
+               {"name": "filter_variants_top_k", "k": 3}]
+    events = _canonical_tiny(spark)
+    want = events
+    for e in entries:
+        args = {k: v for k, v in e.items() if k != "name"}
+        want = getattr(filters, e["name"])(want, **args, order_col="row_order")
+    jsc = spark.sparkContext._jsc.sc()
+    saved = jsc.getCheckpointDir()
+    set_dir = getattr(jsc, "checkpointDir_$eq")  # the context's directory, None included
+    if not checkpoint_dir:
+        set_dir(spark.sparkContext._jvm.scala.Option.empty())
+    try:
+        with ExitStack() as stack:
+            got = apply_filters(events, plan_filters(entries), Stats(), stack)
+            assert plan_size(got) < 20 < plan_size(want)
+            assert sorted(got.collect()) == sorted(want.collect())
+    finally:
+        set_dir(saved)

@@ -96,6 +96,17 @@ def local_checkpoint(df: DataFrame, stack: ExitStack) -> DataFrame:
     return cut
 
 
+def cut_lineage(df: DataFrame, stack: ExitStack) -> DataFrame:
+    """``df`` materialised with its lineage cut, for a frame whose plan would otherwise be
+    copied into every plan built on it: a reliable checkpoint where the session has a
+    checkpoint directory (classic Spark; it survives the loss of an executor), else a local
+    checkpoint released when ``stack`` closes."""
+    spark = df.sparkSession
+    if not is_connect(spark) and spark.sparkContext.getCheckpointDir():
+        return df.checkpoint(eager=True)
+    return local_checkpoint(df, stack)
+
+
 def release_local_checkpoint(df: DataFrame) -> None:
     """Drop the blocks of a frame made by ``localCheckpoint``; it cannot be read after.
     (Through the context, as ``RDD.unpersist`` would warn that the lineage is gone.) Over

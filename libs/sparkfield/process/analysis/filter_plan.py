@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.core.errors import ConfigError, InputError
-from sparkfield.core.practices import cached_rows
+from sparkfield.core.practices import cached_rows, cut_lineage
 from sparkfield.core.report import Stats
 from sparkfield.process.analysis import filters as _filters
 from sparkfield.process.eventlog.events import EVENT_ORDER, with_event_order
@@ -37,6 +37,9 @@ from sparkfield.process.extraction.mapping_common import MappingError
 FILTERS: dict[str, Callable[..., DataFrame]] = {
     name: getattr(_filters, name) for name in _filters.__all__ if name.startswith("filter_")}
 RESERVED = frozenset({"case_col", "activity_col", "timestamp_col", "order_col", "timezone"})
+# filters whose plan reads their input three times (the events, and each case's variant twice):
+# chained without a cut, every later plan holds 3, 9, 27, ... copies of the plan before them
+REREAD_INPUT = frozenset({"filter_variants_top_k", "filter_variants_by_coverage_percentage"})
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,10 @@ def apply_filters(events: DataFrame, calls: Sequence[FilterCall], stats: Stats,
     """``events`` (the job's canonical events, cached) after each filter in turn, naive times
     in the filters' arguments read in ``timezone`` (the log's). Each result is cached and
     counted (the run report lists cases and events kept and removed per filter); the last
-    stays cached until ``stack`` closes, the ones before are released. InputError when no
-    event is left."""
+    stays cached until ``stack`` closes, the ones before are released. The result of a filter
+    that reads its input several times (the variant filters) is checkpointed first, so the
+    plans after it start from its rows, not from a copy of every plan before it for each
+    read. InputError when no event is left."""
     if not calls:
         return events
     with stats.step("count_before_filters"):
@@ -123,6 +128,8 @@ def apply_filters(events: DataFrame, calls: Sequence[FilterCall], stats: Stats,
                 except ValueError as exc:  # a value the function refuses: the user's to fix
                     raise ConfigError(f"{call.label}: {exc}") from None
                 holder = stack if k == len(calls) - 1 else between
+                if call.name in REREAD_INPUT:
+                    kept = cut_lineage(kept, holder)
                 current, n_kept = holder.enter_context(cached_rows(kept, f"filtered{k}"))
                 cases_kept = current.select(CASE).distinct().count()
             table.append({"filter": call.name, "args": call.kwargs, "source": call.source,

@@ -168,7 +168,9 @@ def filter_variants_top_k(df: DataFrame, k: int, case_col: str = CASE, activity_
                           timestamp_col: str = TIMESTAMP, order_col: str | None = None,
                           timezone: str = "UTC") -> DataFrame:
     """The cases of the ``k`` most frequent variants. Variants with as many cases are ranked as
-    pm4py ranks them: the greater sequence of activities first (compared name by name)."""
+    pm4py ranks them: the greater sequence of activities first (compared name by name).
+    Its plan reads ``df`` three times: checkpoint the result before chaining another variant
+    filter, or each copy is copied again (the jobs do)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"k must be a whole number >= 0, got {k!r}")
     ev = _Events(df, case_col, activity_col, timestamp_col, order_col, timezone)
@@ -185,7 +187,8 @@ def filter_variants_by_coverage_percentage(df: DataFrame, min_coverage_percentag
                                            timezone: str = "UTC") -> DataFrame:
     """The cases of every variant that alone holds at least ``min_coverage_percentage`` (a
     fraction, 0.1 = 10 %) of all cases. As in pm4py, each variant's own share is compared,
-    not a running total: 0.4 on variants of 50 %, 40 % and 10 % of cases keeps the first two."""
+    not a running total: 0.4 on variants of 50 %, 40 % and 10 % of cases keeps the first two.
+    Its plan reads ``df`` three times, as :func:`filter_variants_top_k`'s does."""
     if isinstance(min_coverage_percentage, bool) or not 0 <= min_coverage_percentage <= 1:
         raise ValueError("min_coverage_percentage must be a fraction in [0, 1], got "
                          f"{min_coverage_percentage!r}")
