@@ -143,13 +143,18 @@ def test_the_connect_section_bounds_the_retries_well_under_pyspark_s_ten_minutes
         connect_retries({"max_backoff_ms": "1m"})
 
 
-# a library session on a live server; after a line on stdin (the server is gone by then) one
-# library call, timed
+# a library session on a live server, its retries from a conf's connect section (a shorter
+# bound than the defaults' 40 s, checked above); after a line on stdin (the server is gone by
+# then) one library call, timed
+DEAD_CONNECT = {"max_retries": 4, "initial_backoff_ms": 50, "backoff_multiplier": 4.0,
+                "max_backoff_ms": 10_000}
 DEAD_SERVER_CLIENT = """
 import json, sys, time
+from sparkfield.core.conf import load_config
 from sparkfield.core.connect import default_parallelism
 from sparkfield.core.session import connect_session
-spark = connect_session(sys.argv[1])
+cfg = load_config("connect", "local", None, {"connect": json.loads(sys.argv[2])})
+spark = connect_session(sys.argv[1], cfg)
 assert spark.range(3).count() == 3
 print(json.dumps([p.max_retries for p in spark.client.get_retry_policies()]), flush=True)
 sys.stdin.readline()
@@ -167,17 +172,19 @@ print(json.dumps({"seconds": round(time.monotonic() - t0, 1), "error": error}), 
 def test_a_call_after_the_server_died_is_an_error_within_the_bound(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", REMOTE)}
     with connect_server(tmp_path) as url:
-        client = subprocess.Popen([sys.executable, "-c", DEAD_SERVER_CLIENT, url], cwd=ROOT,
+        client = subprocess.Popen([sys.executable, "-c", DEAD_SERVER_CLIENT, url,
+                                   json.dumps(DEAD_CONNECT)], cwd=ROOT,
                                   env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
         ready = client.stdout.readline()
         if not ready:
             client.kill()
             pytest.fail(client.communicate(timeout=60)[1][-3000:])
-        assert json.loads(ready) == [ConnectRetries().max_retries]
+        assert json.loads(ready) == [DEAD_CONNECT["max_retries"]]
     # the server is stopped: pyspark alone would retry for about 10 minutes
     out, err = client.communicate("\n", timeout=300)
     result = json.loads(out.strip().splitlines()[-1])
     print(f"a call on a dead server failed after {result['seconds']} s: {result['error']}")
     assert result["error"] and "SparkConnect" in result["error"], err[-3000:]
-    assert result["seconds"] < 90, result
+    bound = ConnectRetries(**DEAD_CONNECT).longest_wait_s()  # 4.25 s of waits
+    assert 0.8 * bound < result["seconds"] < bound + 20, result  # it retried, then gave up
