@@ -48,16 +48,6 @@ def test_missing_input_file_exits_2(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
-def test_local_submit_on_bundled_data(tmp_path):
-    out = tmp_path / "out"
-    res = _submit("coffee_shops", "--output", str(out), "--grid-step-m", "20", "--top", "5")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "5 top locations" in res.stdout and str(out) in res.stdout
-    top = pd.read_csv(out / "top_locations.csv")
-    assert len(top) == 5
-
-
 def test_missing_packed_environment_is_a_clear_error(tmp_path):
     res = _submit("coffee_shops", "--python-env", str(tmp_path / "nope.tar.gz"))
     assert res.returncode == 2
@@ -78,9 +68,9 @@ def test_the_quick_profile_starts_the_driver_jvm_with_c1_only_and_runs(tmp_path)
 
 
 def test_the_driver_jvm_writes_its_class_archive_once_and_maps_it_after(tmp_path):
-    """The first run writes build/jvm/<fingerprint>.jsa as the JVM exits (kept because the run
-    succeeded); the next run's driver JVM maps it, as Java's own class-sharing log shows. A
-    failed run keeps no archive."""
+    """A local submit on the bundled data. The first run writes build/jvm/<fingerprint>.jsa
+    as the JVM exits (kept because the run succeeded); the next run's driver JVM maps it, as
+    Java's own class-sharing log shows. A failed run keeps no archive."""
     jvm = ROOT / "build" / "jvm"
     for f in jvm.glob("*"):
         f.unlink()
@@ -92,6 +82,8 @@ def test_the_driver_jvm_writes_its_class_archive_once_and_maps_it_after(tmp_path
     first = _submit("coffee_shops", "--output", str(tmp_path / "one"), "--grid-step-m", "50",
                     "--top", "3")
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "3 top locations" in first.stdout and str(tmp_path / "one") in first.stdout
+    assert len(pd.read_csv(tmp_path / "one" / "top_locations.csv")) == 3
     assert "writes its class archive" in first.stderr
     archives = list(jvm.glob("*"))
     assert len(archives) == 1 and archives[0].suffix == ".jsa"

@@ -172,7 +172,9 @@ def test_process_mining_on_a_shared_log(cluster: Cluster, spark, shared_data, lo
     shutil.copy(shared_data / PM4PY / log, src)
     out = cluster.shared / f"pm_{log.replace('.', '_')}"
     _ok(cluster.submit("process_mining", "--log", str(src), "--output", str(out)))
-    _local(spark, "process_mining", "--log", str(src), "--output", str(tmp_path / "local"))
+    # the oracle for the two tables compared: the local run skips what they do not need
+    _local(spark, "process_mining", "--log", str(src), "--output", str(tmp_path / "local"),
+           "--no-model", "--no-conformance", "--no-statistics")
     _same_csvs(out, tmp_path / "local", "dfg.csv", "variants.csv")
 
 

@@ -55,15 +55,13 @@ def test_local_checkpoints_are_released_with_their_stack(spark):
 
 def test_a_cut_frame_keeps_its_rows_and_reads_its_input_once(spark):
     """The checkpoint directory where the session has one (classic), a local checkpoint
-    otherwise (over Spark Connect: no context to ask); the rows stay readable until the
-    stack closes."""
+    otherwise (over Spark Connect: no context to ask)."""
     base = spark.range(20).withColumn("x", F.col("id") % 3)
     twice = base.join(base.groupBy("x").count(), "x")
-    with ExitStack() as stack:
-        cut = cut_lineage(twice, stack)
-        assert sorted(cut.collect()) == sorted(twice.collect())
-        if not is_connect(spark):
-            assert plan_size(cut) == 1 < plan_size(twice)
+    cut = cut_lineage(twice)
+    assert sorted(cut.collect()) == sorted(twice.collect())
+    if not is_connect(spark):
+        assert plan_size(cut) == 1 < plan_size(twice)
 
 
 def test_what_needs_the_spark_context_says_so(spark):

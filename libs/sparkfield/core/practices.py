@@ -96,15 +96,17 @@ def local_checkpoint(df: DataFrame, stack: ExitStack) -> DataFrame:
     return cut
 
 
-def cut_lineage(df: DataFrame, stack: ExitStack) -> DataFrame:
+def cut_lineage(df: DataFrame) -> DataFrame:
     """``df`` materialised with its lineage cut, for a frame whose plan would otherwise be
     copied into every plan built on it: a reliable checkpoint where the session has a
     checkpoint directory (classic Spark; it survives the loss of an executor), else a local
-    checkpoint released when ``stack`` closes."""
+    checkpoint. Neither is released with a run's stack: frames a run hands back and that are
+    built on it stay readable (Spark drops a local checkpoint's blocks once nothing refers to
+    it; a job deletes its own checkpoint directory when it ends)."""
     spark = df.sparkSession
     if not is_connect(spark) and spark.sparkContext.getCheckpointDir():
         return df.checkpoint(eager=True)
-    return local_checkpoint(df, stack)
+    return df.localCheckpoint(eager=True)
 
 
 def release_local_checkpoint(df: DataFrame) -> None:

@@ -129,7 +129,7 @@ def apply_filters(events: DataFrame, calls: Sequence[FilterCall], stats: Stats,
                     raise ConfigError(f"{call.label}: {exc}") from None
                 holder = stack if k == len(calls) - 1 else between
                 if call.name in REREAD_INPUT:
-                    kept = cut_lineage(kept, holder)
+                    kept = cut_lineage(kept)
                 current, n_kept = holder.enter_context(cached_rows(kept, f"filtered{k}"))
                 cases_kept = current.select(CASE).distinct().count()
             table.append({"filter": call.name, "args": call.kwargs, "source": call.source,

@@ -97,12 +97,14 @@ def _over_time(events: DataFrame, cases: DataFrame, period: str, dated: tuple[st
     """The two over-time tables of the events dated within ``dated``, or empty ones. When
     every event is, the active cases come from the per-case table (start, end)."""
     ts = F.col(TIMESTAMP)
-    inside = events.where(ts.between(F.to_timestamp(F.lit(dated[0])),
-                                     F.to_timestamp(F.lit(dated[1]))))
-    span = inside.agg(F.count(F.lit(1)).alias("n"), F.min(ts).alias("lo"),
-                      F.max(ts).alias("hi")).first()
+    dated_in = ts.between(F.to_timestamp(F.lit(dated[0])), F.to_timestamp(F.lit(dated[1])))
+    inside = events.where(dated_in)
+    # the span of the dated events and how many are not, in one pass
+    span = events.agg(F.count(F.lit(1)).alias("all"), F.count_if(dated_in).alias("n"),
+                      F.min(F.when(dated_in, ts)).alias("lo"),
+                      F.max(F.when(dated_in, ts)).alias("hi")).first()
     notes = []
-    left_out = events.count() - int(span["n"])
+    left_out = int(span["all"]) - int(span["n"])
     if left_out:
         notes.append(f"statistics over time: {left_out} event(s) dated outside {dated[0]} .. "
                      f"{dated[1]} left out")
