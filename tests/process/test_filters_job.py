@@ -352,8 +352,7 @@ def _canonical_tiny(spark):
 
 @pytest.mark.classic  # plan_size reads the JVM's plan
 @pytest.mark.parametrize("checkpoint_dir", [True, False], ids=["reliable", "local"])
-def test_chained_variant_filters_leave_a_plan_that_does_not_multiply(spark, tmp_path,
-                                                                     checkpoint_dir):
+def test_chained_variant_filters_leave_a_plan_that_does_not_multiply(spark, checkpoint_dir):
     """Each variant filter reads its input three times: without a cut, three of them in a row
     leave a plan with 27 copies of the log's. Cut after each (a reliable checkpoint where the
     session has a directory, else a local one), the result's plan stays a few nodes, and the
