@@ -32,7 +32,6 @@ from sparkfield.process.jobs.params import (
     export_formats,
 )
 from sparkfield.process.jobs.result import ProcessResult
-from sparkfield.process.jobs.statistics_step import png
 
 log = logging.getLogger("sparkfield.process")
 
@@ -66,6 +65,8 @@ def finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
 def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
                   report: RunReport) -> None:
     ev, views, small = c.events, c.views, c.small
+    # the statistics' figures are drawn while the outputs before them are written
+    pngs = c.statistics.pngs_in_background() if c.statistics is not None else {}
     with report.step("write_events"):
         out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
                           .drop(SRC_ORDER))  # each case's events in event order
@@ -108,9 +109,12 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
         with report.step("write_statistics"):
             for name, text in c.statistics.csv_files().items():
                 out.write_text(name, text)
-            for name, fig in c.statistics.figures().items():
+            for name, drawn in pngs.items():
+                data, failed = drawn.result()  # a figure that cannot be made stops the run
                 with report.optional(name):
-                    out.write_bytes(name, png(fig))
+                    if failed is not None:
+                        raise failed
+                    out.write_bytes(name, data)
     with report.step("write_rejects"):
         out.write_parquet("rejects", c.rejects, partitions=1)
     report.outputs["dfg_arcs"] = len(small["dfg"])

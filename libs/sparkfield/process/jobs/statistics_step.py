@@ -5,6 +5,8 @@ statistics tab): :mod:`sparkfield.process.analysis.statistics` on the job's even
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,19 +36,41 @@ class LogStatistics:
         return {f"statistics/{name}.csv": frame.to_csv(index=False)
                 for name, frame in self.tables.items()}
 
-    def figures(self) -> dict[str, Figure]:
-        """``statistics/<name>.png`` -> its figure."""
+    def figure_makers(self) -> dict[str, Callable[[], Figure]]:
+        """``statistics/<name>.png`` -> what draws its figure."""
         t = self.tables
-        figs = {
-            "over_time": st.over_time_figure(t["events_over_time"], t["active_cases_over_time"],
-                                             self.period),
-            "case_durations": st.case_duration_figure(t["case_duration_histogram"]),
-            "activities": st.activities_figure(t["activities"]),
+        makers: dict[str, Callable[[], Figure]] = {
+            "over_time": lambda: st.over_time_figure(
+                t["events_over_time"], t["active_cases_over_time"], self.period),
+            "case_durations": lambda: st.case_duration_figure(t["case_duration_histogram"]),
+            "activities": lambda: st.activities_figure(t["activities"]),
         }
         if not t["resources"].empty:
-            figs["resources"] = st.resources_figure(t["resources"])
-            figs["resource_activity"] = st.resource_activity_figure(t["resource_activity"])
-        return {f"statistics/{name}.png": fig for name, fig in figs.items()}
+            makers["resources"] = lambda: st.resources_figure(t["resources"])
+            makers["resource_activity"] = lambda: st.resource_activity_figure(
+                t["resource_activity"])
+        return {f"statistics/{name}.png": make for name, make in makers.items()}
+
+    def pngs_in_background(self) -> dict[str, Future[tuple[bytes | None, Exception | None]]]:
+        """Every figure drawn to PNG on a thread of its own, started now: drawing is the
+        driver's Python work, so it runs while the job's other outputs are written by Spark
+        (the main thread waits on the JVM meanwhile). Each future gives the PNG bytes, or
+        None and what saving the figure raised; it raises what making the figure raised
+        (a missing plotting library among them), as drawing on the main thread would."""
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statistics-figures")
+        try:
+            return {name: pool.submit(_draw, make)
+                    for name, make in self.figure_makers().items()}
+        finally:
+            pool.shutdown(wait=False)  # the queued figures are still drawn
+
+
+def _draw(make: Callable[[], Figure]) -> tuple[bytes | None, Exception | None]:
+    fig = make()
+    try:
+        return png(fig), None
+    except Exception as exc:  # reported by the caller, as an optional output is
+        return None, exc
 
 
 def png(fig: Figure) -> bytes:
