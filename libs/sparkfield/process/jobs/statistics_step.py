@@ -14,6 +14,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sparkfield.core.practices import collect_small
 from sparkfield.process.analysis import statistics as st
 from sparkfield.process.eventlog.events import EVENT_ORDER, with_event_order
 from sparkfield.process.eventlog.schema import RESOURCE, TIMESTAMP
@@ -107,9 +108,7 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
             "handover_of_work": st.handover_of_work(ordered, resource_col=RESOURCE, **keys),
         }),
     }
-    tables = {name: df if isinstance(df, pd.DataFrame) else df.toPandas()
-              for name, df in frames.items()}
-    return LogStatistics(period, tables), notes
+    return LogStatistics(period, collect_small(frames)), notes
 
 
 MAX_PERIODS = 20_000  # over-time tables longer than this are left out (a coarser period fits)
