@@ -89,9 +89,15 @@ BUILD="$ROOT/build"; mkdir -p "$BUILD"
 ZIP="$BUILD/sparkfield.zip"
 PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.package "$ZIP" >/dev/null
 
+# the job's arguments tell the size of its input (a small one's driver JVM compiles with C1
+# only, sparkfield/deploy/submit.py), unless the user gives the driver's Java options
+JOB_ARGS=(--job-args ${PASS[@]+"${PASS[@]}"})
+for a in ${EXTRA[@]+"${EXTRA[@]}"}; do
+  case "$a" in --driver-java-options|spark.driver.extraJavaOptions=*) JOB_ARGS=() ;; esac
+done
 mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.submit \
   --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"} \
-  ${PYENV:+--python-env "$PYENV"} --driver-python "$PY")
+  ${PYENV:+--python-env "$PYENV"} --driver-python "$PY" ${JOB_ARGS[@]+"${JOB_ARGS[@]}"})
 [ "${#SUBMIT_ARGS[@]}" -gt 0 ] || exit 2
 # the user's --files / --archives join the generated lists (spark-submit keeps only the last)
 for i in "${!SUBMIT_ARGS[@]}"; do

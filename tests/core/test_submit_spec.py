@@ -77,3 +77,44 @@ def test_bad_deploy_mode_is_rejected(tmp_path):
     (tmp_path / "odd.yaml").write_text("spark:\n  conf:\n    spark.submit.deployMode: both\n")
     with pytest.raises(ConfigError, match="client or cluster"):
         submit_spec("coffee_shops", "odd", tmp_path)
+
+
+# -- a small input's driver JVM: C1 only -----------------------------------------------------
+
+def test_a_small_input_starts_the_driver_jvm_with_c1_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.xes").write_bytes(b"x" * 1000)
+    spec = submit_spec("process_mining", "local", CONF,
+                       job_args=["--log", "log.xes", "--output", "out"])
+    assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    # no job arguments known (the Airflow DAG), a cluster, or the quick profile's own option
+    assert "spark.driver.extraJavaOptions" not in submit_spec("process_mining", "local", CONF).conf
+    assert "spark.driver.extraJavaOptions" not in submit_spec(
+        "process_mining", "cluster", CONF, job_args=["--log", "log.xes"]).conf
+    quick = submit_spec("process_mining", "local,quick", CONF, job_args=["--log", "log.xes"])
+    assert quick.conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+
+
+def test_a_large_or_unknown_input_keeps_the_jvms_default(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    big = tmp_path / "log.xes.gz"
+    with big.open("wb") as f:  # 7 MiB compressed counts as 70 MiB: over the local 64
+        f.truncate(7 * 2**20)
+    for args in (["--log", str(big)], ["--log=hdfs:///logs/a.xes"],
+                 ["--urls", "urls.txt"]):
+        spec = submit_spec("process_mining", "local", CONF, job_args=args)
+        assert "spark.driver.extraJavaOptions" not in spec.conf, args
+
+
+def test_the_submit_section_rejects_unknown_keys_and_bad_limits(tmp_path):
+    for name in ("base.yaml", "local.yaml"):
+        (tmp_path / name).write_text((CONF / name).read_text())
+    (tmp_path / "odd.yaml").write_text("submit:\n  quick_jit_below: 10\n")
+    with pytest.raises(ConfigError, match="unknown key 'submit.quick_jit_below'"):
+        submit_spec("coffee_shops", "local,odd", tmp_path)
+    (tmp_path / "odd.yaml").write_text("submit:\n  quick_jit_below_mb: lots\n")
+    with pytest.raises(ConfigError, match="expected a number of MiB"):
+        submit_spec("coffee_shops", "local,odd", tmp_path)
+    (tmp_path / "odd.yaml").write_text("submit:\n  quick_jit_below_mb: null\n")
+    spec = submit_spec("coffee_shops", "local,odd", tmp_path, job_args=[])
+    assert "spark.driver.extraJavaOptions" not in spec.conf

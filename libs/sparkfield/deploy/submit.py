@@ -11,6 +11,14 @@ packages, native ones included, to the executors: Spark unpacks it as ``./enviro
 executor's working directory and ``spark.pyspark.python`` points there. In client mode the driver
 keeps the local interpreter (``spark.pyspark.driver.python``); in cluster mode it uses the packed
 one too.
+
+A profile whose ``submit.quick_jit_below_mb`` is set (the local one) starts the driver JVM with
+C1 only (``-XX:TieredStopAtLevel=1``, as the ``quick`` profile does) when the job's arguments
+(``--job-args ...``, last) name less input than that
+(:func:`sparkfield.deploy.input_size.input_bytes`): such a run spends its time planning and
+compiling rather than computing, and ends sooner without C2's compilations; a larger input, or
+one whose size cannot be told here, keeps the JVM's default. Driver Java options given in the
+conf or on the command line replace it.
 """
 
 from __future__ import annotations
@@ -23,9 +31,13 @@ from pathlib import Path
 
 from sparkfield.core.conf import find_conf_dir, job_file_path, load_config, profile_names
 from sparkfield.core.errors import ConfigError
+from sparkfield.deploy.input_size import input_bytes
 
 ENV_ALIAS = "environment"
 ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"
+SUBMIT_KEYS = ("python_env", "quick_jit_below_mb")
+DRIVER_JAVA = "spark.driver.extraJavaOptions"
+C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 @dataclass
@@ -59,12 +71,15 @@ def _is_uri(path: str) -> bool:
 
 def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = None,
                 master: str | None = None, python_env: str | None = None,
-                driver_python: str | None = None) -> SubmitSpec:
+                driver_python: str | None = None, job_args: list[str] | None = None
+                ) -> SubmitSpec:
     """The spark-submit settings of ``job`` under ``profile``.
 
     ``python_env`` (else the profile's ``submit.python_env``) is a venv-pack archive: a local
-    path, relative to the project root, or a URI the cluster can read (hdfs://, s3a://, ...)."""
+    path, relative to the project root, or a URI the cluster can read (hdfs://, s3a://, ...).
+    ``job_args``: the job's own arguments, when known, for the size of its input."""
     cfg = load_config(job, profile, conf_dir)
+    submit = _submit_section(cfg.raw.get("submit"))
     root = find_conf_dir(conf_dir)
     conf = dict(cfg.spark.conf)
     deploy_mode = conf.pop("spark.submit.deployMode", "client")
@@ -77,7 +92,12 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
     spec = SubmitSpec(name=f"{cfg.spark.app_name}-{job}", master=master or cfg.spark.master,
                       deploy_mode=deploy_mode, conf=conf,
                       files=[str(f.resolve()) for f in files])
-    env = python_env or (cfg.raw.get("submit") or {}).get("python_env")
+    limit = submit.get("quick_jit_below_mb")
+    if limit is not None and job_args is not None and DRIVER_JAVA not in spec.conf:
+        size = input_bytes(job_args)
+        if size is not None and size < float(limit) * 2**20:
+            spec.conf[DRIVER_JAVA] = C1_ONLY
+    env = python_env or submit.get("python_env")
     if env:
         if not _is_uri(env):
             path = Path(env)
@@ -92,6 +112,21 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
         if deploy_mode == "client" and driver_python:
             spec.conf["spark.pyspark.driver.python"] = driver_python
     return spec
+
+
+def _submit_section(section: object) -> dict:
+    """The profile's ``submit`` keys, checked: an unknown key is an error."""
+    section = section or {}
+    if not isinstance(section, dict):
+        raise ConfigError("submit: expected a mapping of " + ", ".join(SUBMIT_KEYS))
+    for key in section:
+        if key not in SUBMIT_KEYS:
+            raise ConfigError(f"unknown key 'submit.{key}' (keys: {', '.join(SUBMIT_KEYS)})")
+    limit = section.get("quick_jit_below_mb")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
+                              or limit < 0):
+        raise ConfigError(f"submit.quick_jit_below_mb: expected a number of MiB, got {limit!r}")
+    return section
 
 
 def remote_conflict() -> str | None:
@@ -116,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master")
     p.add_argument("--python-env", help="venv-pack archive shipped to the executors")
     p.add_argument("--driver-python", help="the local interpreter (client mode)")
+    p.add_argument("--job-args", nargs=argparse.REMAINDER,
+                   help="the job's own arguments (last): the size of its input")
     a = p.parse_args(argv)
     conflict = remote_conflict()
     if conflict:
@@ -123,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         spec = submit_spec(a.job, a.profile, a.conf_dir, a.master, a.python_env,
-                           a.driver_python)
+                           a.driver_python, a.job_args)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
