@@ -7,11 +7,9 @@ import heapq
 import math
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
-import pandas as pd
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -79,21 +77,6 @@ def cached_rows(
     finally:
         if persisted is not None:
             persisted.unpersist(blocking=True)
-
-
-def collect_small(frames: Mapping[str, DataFrame | pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """Small frames (aggregates, a few rows each) collected to pandas at once, each action
-    from a thread of its own, in the order given; pandas frames are kept as they are. A small
-    action leaves most of the cores idle while it is planned, scheduled and fetched, so
-    independent ones run side by side."""
-    todo = {name: df for name, df in frames.items() if not isinstance(df, pd.DataFrame)}
-    if len(todo) < 2:
-        got = {name: df.toPandas() for name, df in todo.items()}
-    else:
-        with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="collect") as pool:
-            futures = {name: pool.submit(df.toPandas) for name, df in todo.items()}
-            got = {name: f.result() for name, f in futures.items()}
-    return {name: got.get(name, df) for name, df in frames.items()}
 
 
 def cached_storage_bytes(spark: SparkSession) -> int:

@@ -14,7 +14,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkfield.core.practices import collect_small
+from sparkfield.core.collect import collect_small
 from sparkfield.process.analysis import statistics as st
 from sparkfield.process.eventlog.events import EVENT_ORDER, with_event_order
 from sparkfield.process.eventlog.schema import RESOURCE, TIMESTAMP
