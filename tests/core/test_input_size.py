@@ -60,3 +60,15 @@ def test_uris_databases_and_url_lists_are_unknown(tmp_path):
     # a local file URI is a path
     _file(tmp_path / "a.csv", 9)
     assert input_bytes([f"--crimes=file://{tmp_path / 'a.csv'}"], tmp_path) == 9
+
+
+def test_an_input_that_cannot_be_read_is_unknown_not_an_error(tmp_path, monkeypatch):
+    import sparkfield.deploy.input_size as size
+
+    _file(tmp_path / "a.csv", 9)
+
+    def refused(path: Path) -> int:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(size, "path_bytes", refused)
+    assert input_bytes(["--crimes", "a.csv"], tmp_path) is None

@@ -71,10 +71,16 @@ def test_profile_env_archive_must_exist_when_local(tmp_path, profile):
     assert spec.archives == [f"{tmp_path / 'build' / 'sparkfield-env.tar.gz'}#environment"]
 
 
-def test_bad_deploy_mode_is_rejected(tmp_path):
+def _with_odd_profile(conf: Path, odd: str) -> Path:
+    """``conf`` holding the base and local profiles and ``odd.yaml`` with the text ``odd``."""
     for name in ("base.yaml", "local.yaml"):
-        (tmp_path / name).write_text((CONF / name).read_text())
-    (tmp_path / "odd.yaml").write_text("spark:\n  conf:\n    spark.submit.deployMode: both\n")
+        (conf / name).write_text((CONF / name).read_text())
+    (conf / "odd.yaml").write_text(odd)
+    return conf
+
+
+def test_bad_deploy_mode_is_rejected(tmp_path):
+    _with_odd_profile(tmp_path, "spark:\n  conf:\n    spark.submit.deployMode: both\n")
     with pytest.raises(ConfigError, match="client or cluster"):
         submit_spec("coffee_shops", "odd", tmp_path)
 
@@ -107,14 +113,12 @@ def test_a_large_or_unknown_input_keeps_the_jvms_default(tmp_path, monkeypatch):
 
 
 def test_the_submit_section_rejects_unknown_keys_and_bad_limits(tmp_path):
-    for name in ("base.yaml", "local.yaml"):
-        (tmp_path / name).write_text((CONF / name).read_text())
-    (tmp_path / "odd.yaml").write_text("submit:\n  quick_jit_below: 10\n")
+    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below: 10\n")
     with pytest.raises(ConfigError, match="unknown key 'submit.quick_jit_below'"):
         submit_spec("coffee_shops", "local,odd", tmp_path)
-    (tmp_path / "odd.yaml").write_text("submit:\n  quick_jit_below_mb: lots\n")
+    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below_mb: lots\n")
     with pytest.raises(ConfigError, match="expected a number of MiB"):
         submit_spec("coffee_shops", "local,odd", tmp_path)
-    (tmp_path / "odd.yaml").write_text("submit:\n  quick_jit_below_mb: null\n")
+    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below_mb: null\n")
     spec = submit_spec("coffee_shops", "local,odd", tmp_path, job_args=[])
     assert "spark.driver.extraJavaOptions" not in spec.conf

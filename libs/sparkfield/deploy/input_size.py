@@ -6,7 +6,8 @@ an existing path), and every file that a YAML argument (an event-log mapping) na
 values, relative to the YAML's folder or to the working directory. Compressed files count at
 :data:`EXPANSION` times their size. The size is unknown (None) when an argument or a mapping
 names a URI or a database (``hdfs://``, ``s3a://``, ``jdbc:``...) or a list of URLs to fetch:
-nothing on this machine tells how much that is. The output's flags are not inputs.
+nothing on this machine tells how much that is; and when a file cannot be read here. The
+output's flags are not inputs.
 
 ``python -m sparkfield.deploy.input_size [JOB ARGS...]`` prints the size in bytes, or
 ``unknown``.
@@ -28,8 +29,8 @@ MAPPING_SUFFIXES = (".yaml", ".yml")
 NOT_INPUT = ("--output", "--warc-output", "--onnx-dir", "--cache-dir", "--conf-dir")
 # flags whose file lists what to fetch: its size says nothing of the input's
 FETCHED = ("--urls",)
-
-
+# ${VAR} and ${VAR:-default}, as the mapping reader (process.extraction.mapping_common) expands
+# them; not imported from there, since importing the process package costs every submit a second
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -75,7 +76,6 @@ def _mapping_bytes(path: Path, cwd: Path) -> int:
             raise Unknown(text)
         if "\n" in text or len(text) > 4096 or text.strip() in ("", ".", ".."):
             continue
-        # ${VAR} and ${VAR:-default}, as the mapping reader expands them
         text = _ENV.sub(lambda m: os.environ.get(m.group(1)) or m.group(2) or "", text)
         for base in (path.parent, cwd):
             found = [Path(f).resolve() for f in glob.glob(str(base / text.removeprefix("file://")))]
@@ -110,15 +110,14 @@ def input_bytes(args: Sequence[str], cwd: Path | None = None) -> int | None:
                 value = rest
             if _is_remote(value):
                 raise Unknown(value)
-            value = value.removeprefix("file://")
-            path = (cwd / value) if value else None
-            if path is None or not path.exists():
+            path = cwd / value.removeprefix("file://")
+            if not value or not path.exists():
                 continue
             if path.is_file() and path.suffix.lower() in MAPPING_SUFFIXES:
                 total += _mapping_bytes(path, cwd)
             else:
                 total += path_bytes(path)
-    except Unknown:
+    except (Unknown, OSError):  # an unreadable input is the job's to report, with its name
         return None
     return total
 
