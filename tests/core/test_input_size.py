@@ -23,6 +23,15 @@ def test_files_and_folders_named_by_arguments(tmp_path):
     assert got == 100 + 50 + 70
 
 
+def test_columnar_files_count_at_three_times_their_size(tmp_path):
+    _file(tmp_path / "pages" / "part-00000-1.snappy.parquet", 40)
+    _file(tmp_path / "pages" / "part-00001-1.snappy.parquet", 20)
+    _file(tmp_path / "pages" / "_SUCCESS", 0)
+    _file(tmp_path / "table.orc", 5)
+    assert input_bytes(["--pages", "pages"], tmp_path) == 3 * 60
+    assert input_bytes(["--input", "table.orc"], tmp_path) == 15
+
+
 def test_outputs_and_caches_are_not_inputs(tmp_path):
     _file(tmp_path / "out" / "big.parquet", 10_000)
     _file(tmp_path / "onnx" / "model.onnx", 10_000)
