@@ -329,6 +329,29 @@ def test_saved_pages_are_laid_out_for_parsing_by_their_sizes(spark, tmp_path, wi
     assert min(loads) > 0
 
 
+def test_pages_of_one_parquet_row_group_are_spread_over_the_task_slots(spark, tmp_path):
+    """A Parquet file written in one row group is read by one of its splits, one task holding
+    every page; spread, each of the 4 partitions per task slot holds some, every page once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkfield.text.job import spread_pages
+
+    urls = [f"https://example.org/book/{i}" for i in range(64)]
+    pq.write_table(pa.table({"url": urls, "html": [f"<p>page {i}</p>" for i in range(64)]}),
+                   tmp_path / "pages.parquet", row_group_size=64)
+    read = spark.read.parquet(str(tmp_path / "pages.parquet"))
+
+    def filled(df):
+        return [len(p) for p in df.select("url").rdd.glom().collect() if p]
+
+    assert len(filled(read)) == 1  # the layout that needs spreading
+    spread = spread_pages(read.withColumn("doc_id", F.sha2("url", 256)))
+    assert spread.rdd.getNumPartitions() == 4 * spark.sparkContext.defaultParallelism
+    assert len(filled(spread)) == spread.rdd.getNumPartitions()
+    assert sorted(r["url"] for r in spread.collect()) == sorted(urls)
+
+
 def test_the_result_is_the_same_with_and_without_an_output(spark, repo_root, tmp_path,
                                                            wiki_pages):
     src = tmp_path / "saved"

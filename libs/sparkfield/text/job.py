@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import Config
+from sparkfield.core.connect import default_parallelism
 from sparkfield.core.errors import InputError
 from sparkfield.core.io import (
     AtomicOutput,
@@ -143,14 +144,25 @@ def load(spark: SparkSession, p: BagOfWordsParams, d: Derived, stack: ExitStack)
             raw, rejects = _archived_pages(spark, p, d, stats, stack, reading)
         else:
             raw = _read_pages(spark, p, d, stats, stack)
-        pages, n_pages = stack.enter_context(cached_rows(
-            state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url")))), "pages",
-            report=stats))
+        annotated = state.annotate(raw.withColumn("doc_id", _doc_id(F.col("url"))))
+        if d.source == "pages":
+            annotated = spread_pages(annotated)
+        pages, n_pages = stack.enter_context(cached_rows(annotated, "pages", report=stats))
     stats.outputs["pages"] = n_pages
     if writes_warc(p, d):
         return Loaded(pages=pages.drop(*CAPTURE_COLS), state=state, stats=stats,
                       rejects=rejects, captures=pages)
     return Loaded(pages=pages, state=state, stats=stats, rejects=rejects)
+
+
+def spread_pages(pages: DataFrame) -> DataFrame:
+    """``pages`` hashed by doc_id into 4 partitions per task slot, so that the Python steps
+    after them get even shares whatever the input's file layout. A Parquet file of pages
+    written in one row group is read by one of its splits: every later step (parse,
+    sentences, signatures, term counts, writes) then ran in one task while the other cores
+    idled. (Saved HTML is laid out by the files' sizes, a fetch by host and a web archive by
+    file: they keep their own partitions.)"""
+    return pages.repartition(4 * default_parallelism(pages.sparkSession), "doc_id")
 
 
 def _read_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats: Stats,
