@@ -7,8 +7,7 @@ values, relative to the YAML's folder or to the working directory. Compressed an
 files count at :data:`EXPANSION` times their size. The size is unknown (None) when an
 argument or a mapping names a URI or a database (``hdfs://``, ``s3a://``, ``jdbc:``...) or a
 list of URLs to fetch: nothing on this machine tells how much that is; and when a file cannot
-be read here. The
-output's flags are not inputs.
+be read here. The output's flags are not inputs.
 
 ``python -m sparkfield.deploy.input_size [JOB ARGS...]`` prints the size in bytes, or
 ``unknown``.
