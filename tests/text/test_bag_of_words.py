@@ -352,6 +352,38 @@ def test_pages_of_one_parquet_row_group_are_spread_over_the_task_slots(spark, tm
     assert sorted(r["url"] for r in spread.collect()) == sorted(urls)
 
 
+def test_the_job_spreads_parquet_pages_and_keeps_saved_htmls_layout(spark, repo_root,
+                                                                    tmp_path):
+    """load() spreads --pages read as one partition over 4 partitions per task slot; saved
+    HTML keeps its layout by file size, one partition per slot."""
+    from contextlib import ExitStack
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkfield.text.job import load
+    from sparkfield.text.params import BAG_OF_WORDS, derive
+
+    html = tmp_path / "html"
+    html.mkdir()
+    for i in range(16):
+        (html / f"p{i}.html").write_text(f"<p>Page {i} holds a few words.</p>" * (i + 1))
+    urls = [f"https://example.org/book/{i}" for i in range(64)]
+    pq.write_table(pa.table({"url": urls, "html": [f"<p>page {i}</p>" for i in range(64)]}),
+                   tmp_path / "pages.parquet", row_group_size=64)
+    slots = spark.sparkContext.defaultParallelism
+    for source, path, n_parts, n_rows in (("pages", tmp_path / "pages.parquet", 4 * slots, 64),
+                                          ("html_dir", html, slots, 16)):
+        cfg = load_config("bag_of_words", "local", repo_root / "conf",
+                          {"job": {"source": {source: str(path)}}})
+        p = BAG_OF_WORDS.parse(cfg.job)
+        with ExitStack() as stack:
+            loaded = load(spark, p, derive(p, cfg.practices.sample_seed), stack)
+            sizes = [len(part) for part in loaded.pages.select("url").rdd.glom().collect()]
+        assert len(sizes) == n_parts and min(sizes) > 0 and sum(sizes) == n_rows, \
+            (source, sizes)
+
+
 def test_the_result_is_the_same_with_and_without_an_output(spark, repo_root, tmp_path,
                                                            wiki_pages):
     src = tmp_path / "saved"

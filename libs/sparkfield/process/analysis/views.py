@@ -45,10 +45,17 @@ def cases(seqs: DataFrame) -> DataFrame:
     )
 
 
-_PAIRS = ("CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
-          "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
-          "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
-          "ELSE array() END")
+def pairs(seqs: DataFrame, *keep: str) -> DataFrame:
+    """The directly-follows pairs of every case's sequence: ``keep`` (columns of ``seqs``),
+    source, target, d (the decimal seconds between the two events). Built from slices of
+    the sequence zipped together, not a lambda over its indices: Spark runs lambda functions
+    (``transform``, ``filter``) outside its generated code, which made this 1.5x slower."""
+    m = "greatest(size(seq) - 1, 0)"
+    zipped = F.expr(f"arrays_zip(slice(seq.a, 1, {m}), slice(seq.a, 2, {m}), "
+                    f"slice(seq.t, 1, {m}), slice(seq.t, 2, {m}))")
+    return seqs.select(*keep, F.inline(zipped).alias("source", "target", "t1", "t2")).select(
+        *keep, "source", "target",
+        F.expr("(unix_micros(t2) - unix_micros(t1)) / 1000000.0").alias("d"))
 
 
 def _median(d: str) -> Column:
@@ -60,7 +67,7 @@ def _median(d: str) -> Column:
 def dfg(seqs: DataFrame) -> DataFrame:
     """Directly-follows arcs: source, target, frequency, mean_s, median_s (of the time
     between the two events)."""
-    arcs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p")).select("p.*")
+    arcs = pairs(seqs)
     return (
         arcs.groupBy("source", "target")
         .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"), _median("d"))
@@ -127,6 +134,7 @@ _HANDOVER = 2  # the resources of two events that follow each other directly, bo
 _ENDS = 3  # a case's first and last activity
 _CASE_ACTIVITY = 4  # an activity a case holds (x; y null), once per case
 _CASE_RESOURCE = 5  # a named resource a case holds (x; y null), once per case
+_ROW = "array<struct<kind:int,x:string,y:string>>"
 
 
 def tallies(seqs: DataFrame) -> DataFrame:
@@ -135,31 +143,37 @@ def tallies(seqs: DataFrame) -> DataFrame:
     statistics' counts, all from the per-case sequences read twice: the arcs (with their
     times) in one aggregation, every other count in another, each a small shuffle.
     :func:`small_views` and :func:`resource_tables` read it (collected)."""
-    pairs = seqs.select(F.explode(F.expr(_PAIRS)).alias("p"))
-    d_type = pairs.schema["p"].dataType["d"].dataType
+    arc_rows = pairs(seqs)
     has_r = "r" in seqs.schema["seq"].dataType.elementType.names
-    # every other count's rows, made per case in one array: one scan of the sequences
+    # every other count's rows, made per case in one array: one scan of the sequences; the
+    # arrays are zipped, not made by lambda functions (see :func:`pairs`)
     no_r = "CAST(NULL AS STRING)"
+
+    def rows(kind: int, xs: str, ys: str | None, n: str) -> str:
+        y = ys if ys is not None else f"array_repeat({no_r}, {n})"
+        return f"CAST(arrays_zip(array_repeat({kind}, {n}), {xs}, {y}) AS {_ROW})"
+
+    acts = "array_distinct(seq.a)"
     parts = [
-        f"transform(seq, e -> named_struct('kind', {_EVENT}, 'x', {'e.r' if has_r else no_r},"
-        " 'y', e.a))",
-        f"array(named_struct('kind', {_ENDS}, 'x', seq[0].a, 'y', element_at(seq, -1).a))",
-        f"transform(array_distinct(seq.a), v -> named_struct('kind', {_CASE_ACTIVITY}, "
-        f"'x', v, 'y', {no_r}))",
+        rows(_EVENT, "seq.r" if has_r else f"array_repeat({no_r}, size(seq))", "seq.a",
+             "size(seq)"),
+        f"CAST(array(named_struct('kind', {_ENDS}, 'x', seq[0].a, 'y', element_at(seq, -1).a))"
+        f" AS {_ROW})",
+        rows(_CASE_ACTIVITY, acts, None, f"size({acts})"),
     ]
     if has_r:
-        parts += [
-            f"CASE WHEN size(seq) > 1 THEN filter(transform(sequence(2, size(seq)), "
-            f"i -> named_struct('kind', {_HANDOVER}, 'x', seq[i - 2].r, 'y', seq[i - 1].r)), "
-            "h -> h.x IS NOT NULL AND h.y IS NOT NULL) ELSE array() END",
-            f"transform(array_compact(array_distinct(seq.r)), v -> named_struct('kind', "
-            f"{_CASE_RESOURCE}, 'x', v, 'y', {no_r}))",
-        ]
-    rest = seqs.select(F.explode(F.expr(f"concat({', '.join(parts)})")).alias("c"))
+        m, named = "greatest(size(seq) - 1, 0)", "array_distinct(seq.r)"
+        parts += [rows(_HANDOVER, f"slice(seq.r, 1, {m})", f"slice(seq.r, 2, {m})", m),
+                  rows(_CASE_RESOURCE, named, None, f"size({named})")]
+    # a handover is between two named resources; a case's resources are the named ones
+    rest = seqs.select(F.explode(F.expr(f"concat({', '.join(parts)})")).alias("c")).where(
+        f"NOT (c.kind = {_HANDOVER} AND (c.x IS NULL OR c.y IS NULL)) "
+        f"AND NOT (c.kind = {_CASE_RESOURCE} AND c.x IS NULL)")
+    d_type = arc_rows.schema["d"].dataType
     # the arcs' times in their own aggregation: a median keeps every value of its group and
     # falls back to sorting its input past a few groups, which the other counts need not pay
-    arcs = pairs.select(F.lit(_ARC).alias("kind"), F.col("p.source").alias("x"),
-                        F.col("p.target").alias("y"), F.col("p.d").alias("d")) \
+    arcs = arc_rows.select(F.lit(_ARC).alias("kind"), F.col("source").alias("x"),
+                           F.col("target").alias("y"), "d") \
         .groupBy("kind", "x", "y").agg(
             F.count(F.lit(1)).alias("n"), F.avg("d").alias("mean_s"), _median("d"))
     counts = rest.groupBy(F.col("c.kind").alias("kind"), F.col("c.x").alias("x"),

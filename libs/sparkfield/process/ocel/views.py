@@ -16,7 +16,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.core.report import Stats
-from sparkfield.process.analysis.views import Views, case_sequences, cases, compute_views
+from sparkfield.process.analysis.views import (
+    Views,
+    case_sequences,
+    cases,
+    compute_views,
+    pairs,
+)
 from sparkfield.process.eventlog.schema import (
     ACTIVITY,
     ATTRIBUTES,
@@ -69,13 +75,6 @@ class TypeViews:
     flattened: dict[str, int]  # cases, events, dfg_arcs
     events: DataFrame | None = None
     views: Views | None = None
-
-
-# the directly-follows pairs of a case's sequence, as process.views.dfg makes them
-_PAIRS = ("CASE WHEN size(seq) > 1 THEN transform(sequence(2, size(seq)), i -> named_struct("
-          "'source', seq[i - 2].a, 'target', seq[i - 1].a, "
-          "'d', (unix_micros(seq[i - 1].t) - unix_micros(seq[i - 2].t)) / 1000000.0)) "
-          "ELSE array() END")
 
 
 SMALL_CASES = 100_000
@@ -132,7 +131,7 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
             F.sum(F.size("seq")).alias("events")).collect()}
     stats.cached.append({"name": "flattened_cases", "level": "MEMORY_AND_DISK_DESER",
                          "rows": sum(c for c, _ in sizes.values())})
-    arcs = seqs.select(OTYPE, F.explode(F.expr(_PAIRS)).alias("p")).select(OTYPE, "p.*")
+    arcs = pairs(seqs, OTYPE)
     dfg = (arcs.groupBy(OTYPE, "source", "target")
            .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"),
                 F.percentile("d", 0.5).alias("median_s"))).toPandas()

@@ -1,0 +1,79 @@
+"""The per-case counts behind the small views and the resource statistics, against the same
+counts taken case by case in Python."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta
+from decimal import Decimal
+from itertools import pairwise
+from statistics import median
+
+import pytest
+
+from sparkfield.process.analysis import views as V
+
+SCHEMA = ("case_id string, activity string, timestamp timestamp, resource string, "
+          "lifecycle string, attributes map<string,string>, src_order int, row_order long")
+T0 = datetime(2024, 3, 1, 8)
+# (case, activity, seconds after T0, resource): one-event cases, equal times, unnamed
+# resources between named ones, a resource repeated within a case
+EVENTS = [
+    ("c1", "A", 0, "ann"), ("c1", "B", 1.5, None), ("c1", "C", 4, "bob"), ("c1", "A", 4, "bob"),
+    ("c1", "B", 10, "ann"),
+    ("c2", "A", 0, None),
+    ("c3", "B", 7, "ann"), ("c3", "B", 7, "ann"), ("c3", "C", 9, None),
+    ("c4", "C", 3, None), ("c4", "A", 5, None),
+]
+
+
+def _sequences() -> dict[str, list]:
+    """Each case's (activity, seconds, resource) in file order (no equal times out of order
+    in EVENTS)."""
+    seqs: dict[str, list] = {}
+    for case, act, s, res in EVENTS:
+        seqs.setdefault(case, []).append((act, Decimal(str(s)), res))
+    return seqs
+
+
+def _brute_force(resource: bool) -> dict[tuple, tuple]:
+    """(kind, x, y) -> (n, mean_s, median_s), case by case."""
+    n: Counter = Counter()
+    gaps: dict[tuple, list] = {}
+    for seq in _sequences().values():
+        for (a, t, r), (b, u, q) in pairwise(seq):
+            gaps.setdefault((V._ARC, a, b), []).append(u - t)
+            if resource and r is not None and q is not None:
+                n[(V._HANDOVER, r, q)] += 1
+        for a, _, r in seq:
+            n[(V._EVENT, r if resource else None, a)] += 1
+        n[(V._ENDS, seq[0][0], seq[-1][0])] += 1
+        for a in {a for a, _, _ in seq}:
+            n[(V._CASE_ACTIVITY, a, None)] += 1
+        if resource:
+            for r in {r for _, _, r in seq if r is not None}:
+                n[(V._CASE_RESOURCE, r, None)] += 1
+    out = {k: (v, None, None) for k, v in n.items()}
+    out.update({k: (len(d), sum(d) / len(d), float(median(d))) for k, d in gaps.items()})
+    return out
+
+
+def _sequences_frame(spark, resource: bool):
+    rows = [(c, a, T0 + timedelta(seconds=s), r, None, None, 0, i)
+            for i, (c, a, s, r) in enumerate(EVENTS)]
+    return V.case_sequences(spark.createDataFrame(rows, SCHEMA), resource=resource)
+
+
+@pytest.mark.parametrize("resource", [True, False])
+def test_tallies_equal_the_counts_taken_case_by_case(spark, resource):
+    got = {(r["kind"], r["x"], r["y"]): (r["n"], r["mean_s"], r["median_s"])
+           for r in V.tallies(_sequences_frame(spark, resource)).collect()}
+    assert got == _brute_force(resource)
+
+
+def test_pairs_are_each_cases_consecutive_events_with_the_seconds_between(spark):
+    got = sorted((r["case_id"], r["source"], r["target"], r["d"])
+                 for r in V.pairs(_sequences_frame(spark, False), "case_id").collect())
+    want = sorted((case, a, b, u - t) for case, seq in _sequences().items()
+                  for (a, t, _), (b, u, _) in pairwise(seq))
+    assert got == want and len(got) == len(EVENTS) - 4  # one pair fewer than events a case
