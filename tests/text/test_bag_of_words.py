@@ -329,17 +329,23 @@ def test_saved_pages_are_laid_out_for_parsing_by_their_sizes(spark, tmp_path, wi
     assert min(loads) > 0
 
 
-def test_pages_of_one_parquet_row_group_are_spread_over_the_task_slots(spark, tmp_path):
-    """A Parquet file written in one row group is read by one of its splits, one task holding
-    every page; spread, each of the 4 partitions per task slot holds some, every page once."""
+def _one_row_group_of_pages(target: Path) -> list[str]:
+    """64 pages (url, html) written as a Parquet file of one row group; their URLs."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sparkfield.text.job import spread_pages
-
     urls = [f"https://example.org/book/{i}" for i in range(64)]
     pq.write_table(pa.table({"url": urls, "html": [f"<p>page {i}</p>" for i in range(64)]}),
-                   tmp_path / "pages.parquet", row_group_size=64)
+                   target, row_group_size=64)
+    return urls
+
+
+def test_pages_of_one_parquet_row_group_are_spread_over_the_task_slots(spark, tmp_path):
+    """A Parquet file written in one row group is read by one of its splits, one task holding
+    every page; spread, each of the 4 partitions per task slot holds some, every page once."""
+    from sparkfield.text.job import spread_pages
+
+    urls = _one_row_group_of_pages(tmp_path / "pages.parquet")
     read = spark.read.parquet(str(tmp_path / "pages.parquet"))
 
     def filled(df):
@@ -358,9 +364,6 @@ def test_the_job_spreads_parquet_pages_and_keeps_saved_htmls_layout(spark, repo_
     HTML keeps its layout by file size, one partition per slot."""
     from contextlib import ExitStack
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from sparkfield.text.job import load
     from sparkfield.text.params import BAG_OF_WORDS, derive
 
@@ -368,9 +371,7 @@ def test_the_job_spreads_parquet_pages_and_keeps_saved_htmls_layout(spark, repo_
     html.mkdir()
     for i in range(16):
         (html / f"p{i}.html").write_text(f"<p>Page {i} holds a few words.</p>" * (i + 1))
-    urls = [f"https://example.org/book/{i}" for i in range(64)]
-    pq.write_table(pa.table({"url": urls, "html": [f"<p>page {i}</p>" for i in range(64)]}),
-                   tmp_path / "pages.parquet", row_group_size=64)
+    _one_row_group_of_pages(tmp_path / "pages.parquet")
     slots = spark.sparkContext.defaultParallelism
     for source, path, n_parts, n_rows in (("pages", tmp_path / "pages.parquet", 4 * slots, 64),
                                           ("html_dir", html, slots, 16)):

@@ -45,12 +45,15 @@ def cases(seqs: DataFrame) -> DataFrame:
     )
 
 
+_PAIRS_OF = "greatest(size(seq) - 1, 0)"  # directly-follows pairs in a case's sequence
+
+
 def pairs(seqs: DataFrame, *keep: str) -> DataFrame:
     """The directly-follows pairs of every case's sequence: ``keep`` (columns of ``seqs``),
     source, target, d (the decimal seconds between the two events). Built from slices of
     the sequence zipped together, not a lambda over its indices: Spark runs lambda functions
     (``transform``, ``filter``) outside its generated code, which made this 1.5x slower."""
-    m = "greatest(size(seq) - 1, 0)"
+    m = _PAIRS_OF
     zipped = F.expr(f"arrays_zip(slice(seq.a, 1, {m}), slice(seq.a, 2, {m}), "
                     f"slice(seq.t, 1, {m}), slice(seq.t, 2, {m}))")
     return seqs.select(*keep, F.inline(zipped).alias("source", "target", "t1", "t2")).select(
@@ -162,7 +165,7 @@ def tallies(seqs: DataFrame) -> DataFrame:
         rows(_CASE_ACTIVITY, acts, None, f"size({acts})"),
     ]
     if has_r:
-        m, named = "greatest(size(seq) - 1, 0)", "array_distinct(seq.r)"
+        m, named = _PAIRS_OF, "array_distinct(seq.r)"
         parts += [rows(_HANDOVER, f"slice(seq.r, 1, {m})", f"slice(seq.r, 2, {m})", m),
                   rows(_CASE_RESOURCE, named, None, f"size({named})")]
     # a handover is between two named resources; a case's resources are the named ones
