@@ -2,7 +2,8 @@
 Hugging Face text-classification pipeline in one process, a hand-written ``predict_batch_udf``
 on the same model in the same Spark session (fixed batches, padded to the longest text in each,
 as its documentation shows it), then the ``TextClassifier`` stage: torch, ONNX Runtime fp32 and
-dynamic int8 (its accuracy check timed apart), and torch again in a session of one core
+dynamic int8 (its accuracy check timed apart), torch in bfloat16 where the CPU multiplies it
+natively (AVX-512 BF16, AMX), and torch again in a session of one core
 (``local[1]`` in a child process held to one CPU with ``taskset``): 1 -> 2 cores. Same batch
 size, one thread per task.
 
@@ -34,6 +35,7 @@ from machine import describe
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
+from sparkfield.nlp.device import native_bf16
 from sparkfield.nlp.model import default_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,6 +147,8 @@ def main() -> int:
             "TextClassifier onnx int8 (2 tasks)": (2, {"engine": "onnx", "quantize": "int8",
                                                        "int8Check": "off"}),
         }
+        if native_bf16():  # elsewhere precision bf16 runs float32 on the CPU
+            stages["TextClassifier torch bf16 (2 tasks)"] = (2, {"precision": "bf16"})
 
         def frame_for(name: str):
             tasks, extra = stages[name]
@@ -177,6 +181,15 @@ def main() -> int:
               f"{found.max_score_difference:.4f}, {time.perf_counter() - t0:.1f} s (once per "
               "transform; the timed int8 runs above skip it)")
         torch2 = rates["TextClassifier torch (2 tasks)"]
+        if native_bf16():
+            both = [{r["id"]: (r["c"]["label"], r["c"]["score"]) for r in
+                     TextClassifier(**common, **extra).transform(frames[2]).collect()}
+                    for extra in ({}, {"precision": "bf16"})]
+            moved = max(abs(both[0][k][1] - both[1][k][1]) for k in both[0])
+            changed = sum(both[0][k][0] != both[1][k][0] for k in both[0])
+            print(f"bf16 / torch fp32: {rates['TextClassifier torch bf16 (2 tasks)'] / torch2:.2f}x"
+                  f" ({changed} of {len(texts)} labels changed, largest score difference "
+                  f"{moved:.4f})")
         print(f"stage / predict_batch_udf, 2 cores: "
               f"{torch2 / rates['predict_batch_udf (2 tasks)']:.2f}x (goal 2x)")
         one = one_core_rate(args)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from sparkfield.core.errors import ConfigError
+from sparkfield.nlp.device import native_bf16
 from sparkfield.nlp.model import ModelError, check_max_tokens, model_window
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -243,6 +244,16 @@ class BaseEncoder:
         return out
 
 
+def run_precision(precision: str, device: str) -> str:
+    """The precision a model asked to run in ``precision`` runs in on ``device``: as asked on a
+    GPU; on a CPU bf16 where the CPU multiplies bfloat16 natively
+    (:func:`sparkfield.nlp.device.native_bf16`), float32 otherwise (emulated bfloat16 and
+    float16 run slower than float32 there)."""
+    if precision == "fp32" or device.startswith("cuda"):
+        return precision
+    return "bf16" if precision == "bf16" and native_bf16() else "fp32"
+
+
 @dataclass
 class Encoder(BaseEncoder):
     """transformers + torch."""
@@ -253,7 +264,7 @@ class Encoder(BaseEncoder):
     half: bool = False  # float16 on a GPU (precision fp16)
     threads: int | None = None
     attention: bool = False  # eager attention, needed to read the attention weights
-    precision: str = "fp32"  # fp32, fp16 or bf16; the CPU always runs fp32
+    precision: str = "fp32"  # fp32, fp16 or bf16 (bf16 on a CPU: where it is native)
 
     auto_model = "AutoModel"  # the transformers class that loads the model
 
@@ -272,9 +283,9 @@ class Encoder(BaseEncoder):
         model = getattr(transformers, self.auto_model).from_pretrained(
             str(self.folder), local_files_only=True, **kwargs)
         model.eval().to(self.device)
-        precision = "fp16" if self.half else self.precision
-        if precision != "fp32" and self.device.startswith("cuda"):
-            model = model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
+        self.runs = run_precision("fp16" if self.half else self.precision, self.device)
+        if self.runs != "fp32":
+            model = model.to(torch.float16 if self.runs == "fp16" else torch.bfloat16)
         self.model = model
 
     def forward(self, batch: dict[str, np.ndarray]):

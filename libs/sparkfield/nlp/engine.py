@@ -49,7 +49,7 @@ class EngineSpec:
     onnx_dir: str | None = None
     onnx_file: str | None = None  # the driver's export, made before the folders were shipped
     task: str = "embedding"  # what the model computes (:data:`TASKS`)
-    precision: str = "fp32"  # fp32, fp16 or bf16 on a GPU (classification heads)
+    precision: str = "fp32"  # fp32, fp16 or bf16 (classification heads; bf16 on CPUs where native)
     function: str = "auto"  # logits -> scores of a sequence classifier
 
     def __post_init__(self) -> None:

@@ -78,7 +78,8 @@ class HeadParams(HasInputCol, HasOutputCol, ModelParams):
                        at_least(8, nullable=True))
     onLongText = stage_param("onLongText", "a text over maxTokens: truncate (and flag it), or "
                         "reject (null result, reason 'too long')", one_of(*LONG_TEXT))
-    precision = stage_param("precision", "fp32, fp16 or bf16 on a GPU (the CPU runs fp32)",
+    precision = stage_param("precision", "fp32, fp16 or bf16 on a GPU; a CPU runs bf16 where "
+                       "it multiplies it natively (AVX-512 BF16, AMX), fp32 otherwise",
                        one_of(*PRECISIONS))
     engine = stage_param("engine", "torch, or onnx: ONNX Runtime on an export of the model's "
                     "logits (made once, cached in the model folder)", one_of(*ENGINES))

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from sparkfield.core.errors import ConfigError, DeviceError
+from sparkfield.nlp.device import cpu_flags
 from sparkfield.nlp.encoder import BaseEncoder
 from sparkfield.nlp.model import ModelError, fingerprint
 
@@ -76,13 +77,7 @@ def signed_int8(cpuinfo: str | None = None) -> bool:
     there ONNX Runtime's u8 x s8 kernels do not saturate and run 2-3x faster than u8 x u8
     (``benchmarks/inference.py``), while on AVX2 without VNNI u8 x s8 can saturate.
     Classifier exports take signed weights where it does."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines()
-                  if line.startswith("flags")), [])
+    flags = cpu_flags(cpuinfo)
     return any(f in flags for f in VNNI_FLAGS)
 
 

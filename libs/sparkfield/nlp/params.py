@@ -163,7 +163,8 @@ INFER = JobSchema("infer", [
           "fp32 on a sample", flag="--quantize", choices=("none", "int8")),
     Param("device", "str", "auto", "auto, cpu, cuda or cuda:N", flag="--device",
           pattern=r"auto|cpu|cuda(:\d+)?"),
-    Param("precision", "str", "fp32", "fp32, fp16 or bf16 on a GPU (the CPU runs fp32)",
+    Param("precision", "str", "fp32", "fp32, fp16 or bf16 on a GPU; a CPU runs bf16 where it "
+          "multiplies it natively (AVX-512 BF16, AMX), fp32 otherwise",
           flag="--precision", choices=("fp32", "fp16", "bf16")),
     Param("batch_size", "int", 64, "texts per model batch", flag="--batch-size", ge=1),
     Param("max_tokens", "int", None, "tokens per text; null: the model's window",
