@@ -1,6 +1,7 @@
 """Sentence embeddings on the same real Wikipedia sentences in one run: the torch model called
 directly in one process, then the Spark stage with the torch engine (unbucketed and
-length-bucketed), ONNX Runtime fp32 and ONNX Runtime int8; same batch size and total threads.
+length-bucketed), ONNX Runtime fp32 and ONNX Runtime int8, and torch in bfloat16 where the CPU
+multiplies it natively (AVX-512 BF16, AMX); same batch size and total threads.
 Each stage prints where its tasks' time went (loading, Arrow in, tokenising, model, pooling,
 Arrow out; the rest of the wall time on all cores is Spark's scheduling and idle cores). Every
 Python worker loads its model before the timed runs; with ``--repeats`` above 1 the stages run
@@ -25,6 +26,7 @@ from machine import describe
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.session import build_session
+from sparkfield.nlp.device import native_bf16
 from sparkfield.nlp.embed import embed, split_seconds
 from sparkfield.nlp.encoder import Encoder
 from sparkfield.nlp.model import check_model_dir
@@ -93,6 +95,8 @@ def main() -> int:
               ("torch stage", {"engine": "torch"}),
               ("onnx stage", {"engine": "onnx"}),
               ("onnx int8 stage", {"engine": "onnx", "quantize": "int8"})]
+    if native_bf16():  # elsewhere precision bf16 runs float32 on the CPU
+        stages.append(("torch bf16 stage", {"engine": "torch", "precision": "bf16"}))
     stages = [(name, {"device": "cpu", "batch_size": args.batch_size, "threads": 1,
                       "onnx_dir": onnx_dir, **kw}) for name, kw in stages]
     # every task of this frame starts at once, so each Python worker loads its model here
@@ -123,6 +127,13 @@ def main() -> int:
           f"{base / rates['torch stage, unbucketed']:.2f}x")
     print(f"onnx / torch stage: {rates['onnx stage'] / base:.2f}x (goal 1.2x); "
           f"onnx int8 / torch stage: {rates['onnx int8 stage'] / base:.2f}x (goal 2x)")
+    if native_bf16():
+        vectors = [np.stack(embed(df, "text", "id", folder, device="cpu", precision=precision)
+                            .orderBy("id").toPandas()["embedding"].map(np.asarray))
+                   for precision in ("fp32", "bf16")]
+        cos = (vectors[0] * vectors[1]).sum(1)  # both L2-normalised
+        print(f"torch bf16 / torch stage: {rates['torch bf16 stage'] / base:.2f}x; cosine to "
+              f"float32's vectors: min {cos.min():.5f}, mean {cos.mean():.5f}")
     if torch.cuda.is_available():
         gpu = Encoder(folder, "cuda:0", 256)
         gpu.encode(texts[:64])

@@ -108,6 +108,46 @@ def test_vectors_equal_the_embed_jobs_and_the_model_run_directly(spark, texts,
     assert min(_cos(got[i], direct[k]) for k, i in enumerate(ids)) >= 0.999
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_embeds_on_the_cpu_where_it_is_native(real_sentences, monkeypatch, native):
+    """precision bf16 on a CPU that multiplies it natively: the model runs in bfloat16, each
+    vector the model's run directly in bfloat16 (mean-pooled, normalised) and near float32's;
+    elsewhere float32's exactly. The flag is set both ways: torch computes bfloat16 on any
+    CPU."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from sparkfield.nlp import encoder
+
+    monkeypatch.setattr(encoder, "native_bf16", lambda: native)
+    folder = check_model_dir(None)
+    fp32, _ = encoder.Encoder(folder, "cpu", 256).encode(real_sentences, 1)
+    model = encoder.Encoder(folder, "cpu", 256, precision="bf16")
+    assert model.model.dtype == (torch.bfloat16 if native else torch.float32)
+    got, _ = model.encode(real_sentences, 1)
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    direct = AutoModel.from_pretrained(str(folder)).eval().to(torch.bfloat16)
+    with torch.inference_mode():
+        hidden = [direct(**tok([t], return_tensors="pt")).last_hidden_state.float()[0]
+                  for t in real_sentences]
+    bf16 = np.stack([torch.nn.functional.normalize(h.mean(0), dim=0).numpy() for h in hidden])
+    cos = [_cos(got[i], fp32[i]) for i in range(len(real_sentences))]
+    if native:
+        np.testing.assert_allclose(got, bf16, atol=1e-5, rtol=0)
+        assert 0.99 < min(cos) < 0.99999  # near float32, not float32
+    else:
+        np.testing.assert_array_equal(got, fp32)
+
+
+def test_the_stage_embeds_in_bf16_where_the_cpu_has_it(with_text):
+    from sparkfield.nlp.device import native_bf16
+
+    plain, bf16 = (_vectors(_stage(**p).transform(with_text)) for p in ({}, {"precision": "bf16"}))
+    assert SentenceEmbeddings(precision="bf16").getPrecision() == "bf16"
+    worst = min(_cos(plain[i], bf16[i]) for i in plain)
+    assert 0.99 < worst < 0.99999 if native_bf16() else worst == pytest.approx(1.0, abs=1e-12)
+
+
 def test_in_a_pipeline_beside_spark_ml_stages(with_text):
     pipeline = Pipeline(stages=[
         _stage(outputCol="features"),

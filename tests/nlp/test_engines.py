@@ -242,6 +242,13 @@ def test_engine_and_device_errors_are_clear():
         "CUDAExecutionProvider", {"device_id": 1})
     assert EngineSpec("m", "onnx", quantize="int8").engine_id == "onnx-int8"
     assert EngineSpec("m", "torch", half=True).engine_id == "torch-fp16"
+    assert EngineSpec("m", "torch", precision="fp16").engine_id == "torch-fp16"
+    assert EngineSpec("m", "torch", precision="bf16").engine_id == "torch-bf16"
+    assert EngineSpec("m", "torch").engine_id == "torch"
+    with pytest.raises(ConfigError, match="half .*bf16 disagree"):
+        EngineSpec("m", "torch", half=True, precision="bf16")
+    with pytest.raises(ConfigError, match="precision bf16 needs the torch engine"):
+        EngineSpec("m", "onnx", precision="bf16")  # the embedding's export too
 
 
 def test_onnx_export_of_the_driver_is_what_executors_load(tmp_path):

@@ -213,11 +213,12 @@ def exported(spec: EngineSpec, on_rebuild: Callable[[str], None] | None = None) 
 def embed(df: DataFrame, text_col: str, id_col: str, folder: Path, device: str = "auto",
           batch_size: int = 64, max_tokens: int = 256, half: bool = False,
           threads: int | None = None, engine: str = "torch", quantize: str = "none",
-          onnx_dir: str | None = None, bucket: bool = True, split: bool = False) -> DataFrame:
+          onnx_dir: str | None = None, bucket: bool = True, split: bool = False,
+          precision: str = "fp32") -> DataFrame:
     """id, text, embedding (array<float>), truncated, reason — one row per input row (and
     :data:`SPLIT` when ``split``: null on rejected rows)."""
     spec = EngineSpec(str(folder), engine, device, max_tokens, half, threads, quantize,
-                      onnx_dir)
+                      onnx_dir, precision=precision)
     good, bad = split_texts(df, text_col, id_col)
     embedded = embed_texts(good, spec, batch_size, bucket, split).withColumn(
         "reason", F.lit(None).cast("string"))

@@ -23,6 +23,7 @@ from sparkfield.core.columns import column, require_columns
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.ml import Persistent, StageParams, given, schema_param
 from sparkfield.nlp.embed import EMBEDDING, embedding_column, ready, worker_threads
+from sparkfield.nlp.encoder import PRECISIONS
 from sparkfield.nlp.engine import ENGINES, EngineSpec
 from sparkfield.nlp.params import EMBED
 
@@ -37,6 +38,7 @@ JOB_KEYS = {
     "onnxDir": "onnx_dir",
     "device": "device",
     "bucket": "bucket",
+    "precision": "precision",
 }
 NULLABLE = {name for name, key in JOB_KEYS.items() if EMBED.by_key[key].allows_null}
 
@@ -77,11 +79,12 @@ class _SentenceEmbeddingsParams(HasInputCol, HasOutputCol, ModelParams):
     quantize = _param("quantize", TypeConverters.toString)
     maxTokens = _param("maxTokens", TypeConverters.toInt)
     onnxDir = _param("onnxDir", TypeConverters.toString)
+    precision = _param("precision", TypeConverters.toString, PRECISIONS)
 
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(outputCol=EMBEDDING, **_job_defaults(
-            "inputCol", "engine", "quantize", "maxTokens", "onnxDir"))
+            "inputCol", "engine", "quantize", "maxTokens", "onnxDir", "precision"))
 
 
 class SentenceEmbeddings(Transformer, _SentenceEmbeddingsParams, Persistent):
@@ -108,7 +111,8 @@ class SentenceEmbeddings(Transformer, _SentenceEmbeddingsParams, Persistent):
                  engine: str | None = None, quantize: str | None = None,
                  batchSize: int | None = None, maxTokens: int | None = None,
                  modelPath: str | None = None, onnxDir: str | None = None,
-                 device: str | None = None, bucket: bool | None = None) -> None:
+                 device: str | None = None, bucket: bool | None = None,
+                 precision: str | None = None) -> None:
         super().__init__()
         self.setParams(**self._input_kwargs)
 
@@ -117,7 +121,8 @@ class SentenceEmbeddings(Transformer, _SentenceEmbeddingsParams, Persistent):
                   engine: str | None = None, quantize: str | None = None,
                   batchSize: int | None = None, maxTokens: int | None = None,
                   modelPath: str | None = None, onnxDir: str | None = None,
-                  device: str | None = None, bucket: bool | None = None) -> SentenceEmbeddings:
+                  device: str | None = None, bucket: bool | None = None,
+                  precision: str | None = None) -> SentenceEmbeddings:
         """Sets the params given; ``None`` sets ``modelPath`` or ``onnxDir`` back to their
         defaults' meaning and leaves the others as they are."""
         return self._set(**given(self._input_kwargs, NULLABLE))
@@ -130,7 +135,8 @@ class SentenceEmbeddings(Transformer, _SentenceEmbeddingsParams, Persistent):
             raise ConfigError(f"quantize {self.getQuantize()} needs engine onnx")
         spec = EngineSpec(self.getModelPath(), self.getEngine(), self.getDevice(),
                           self.getMaxTokens(), threads=worker_threads(spark),
-                          quantize=self.getQuantize(), onnx_dir=self.getOnnxDir())
+                          quantize=self.getQuantize(), onnx_dir=self.getOnnxDir(),
+                          precision=self.getPrecision())
         return ready(spark, spec)
 
     def _transform(self, dataset: DataFrame) -> DataFrame:

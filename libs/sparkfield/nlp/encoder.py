@@ -301,10 +301,11 @@ class Encoder(BaseEncoder):
     def pool(self, output, batch: dict[str, np.ndarray]) -> np.ndarray:
         torch = self.torch
         hidden, attention = output
-        with torch.inference_mode():
+        with torch.inference_mode():  # pooled in float32 after a half-precision model too
+            hidden = hidden.float()
             mask = attention.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return pooled.cpu().numpy()
 
     def attentions(self, text: str) -> tuple[list[str], np.ndarray]:

@@ -49,7 +49,7 @@ class EngineSpec:
     onnx_dir: str | None = None
     onnx_file: str | None = None  # the driver's export, made before the folders were shipped
     task: str = "embedding"  # what the model computes (:data:`TASKS`)
-    precision: str = "fp32"  # fp32, fp16 or bf16 (classification heads; bf16 on CPUs where native)
+    precision: str = "fp32"  # fp32, fp16 or bf16 (bf16 on a CPU: where it is native)
     function: str = "auto"  # logits -> scores of a sequence classifier
 
     def __post_init__(self) -> None:
@@ -59,19 +59,24 @@ class EngineSpec:
             raise ConfigError("--quantize int8 needs --engine onnx")
         if self.task not in TASKS:
             raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        if self.engine == "onnx" and self.task != "embedding":
-            if HEADS[self.task] not in ONNX_HEADS:
-                raise ConfigError(f"{self.task} runs on the torch engine only")
-            if self.precision != "fp32":
-                raise ConfigError(f"precision {self.precision} needs the torch engine: the "
-                                  "ONNX engine runs fp32 (or int8 with quantize)")
+        if self.engine == "onnx" and self.task != "embedding" \
+                and HEADS[self.task] not in ONNX_HEADS:
+            raise ConfigError(f"{self.task} runs on the torch engine only")
+        if self.engine == "onnx" and self.precision != "fp32":
+            raise ConfigError(f"precision {self.precision} needs the torch engine: the "
+                              "ONNX engine runs fp32 (or int8 with quantize)")
+        if self.half and self.precision not in ("fp32", "fp16"):
+            raise ConfigError(f"half (float16) and precision {self.precision} disagree: set "
+                              "precision alone")
 
     @property
     def engine_id(self) -> str:
         """The engine as a content-cache key: what changes the numbers."""
         if self.engine == "onnx":
             return "onnx" if self.quantize == "none" else f"onnx-{self.quantize}"
-        return "torch-fp16" if self.half else "torch"
+        if self.half or self.precision == "fp16":
+            return "torch-fp16"
+        return "torch-bf16" if self.precision == "bf16" else "torch"
 
     @property
     def export_task(self) -> str:
@@ -92,7 +97,8 @@ class EngineSpec:
                 return self.head_class()(folder, device, self.max_tokens,
                                          threads=self.threads, precision=self.precision,
                                          **self.head_options())
-            return Encoder(folder, device, self.max_tokens, self.half, self.threads)
+            return Encoder(folder, device, self.max_tokens, self.half, self.threads,
+                           precision=self.precision)
         from sparkfield.nlp.onnx_engine import OnnxEncoder
 
         # on the CPU, torch is not imported only to ask it about GPUs

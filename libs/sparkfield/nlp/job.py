@@ -163,7 +163,7 @@ def _engine(spark: SparkSession, p: EmbedParams, d: Derived, folder: Path,
     (:func:`~sparkfield.nlp.embed.ready`): an ONNX export made (or verified) here, once, its
     step timed, before any folder is shipped."""
     spec = EngineSpec(str(folder), p.engine, p.device, p.max_tokens, p.half, d.threads,
-                      p.quantize, p.onnx_dir)
+                      p.quantize, p.onnx_dir, precision=p.precision)
     if p.engine == "onnx":
         with stats.step("onnx export"):  # a no-op when a verified export is there
             spec = exported(spec, on_rebuild=stats.note)

@@ -76,7 +76,10 @@ EMBED = JobSchema("embed", [
           choices=("bert", "e5", "minilm")),
     Param("device", "str", "auto", "auto, cpu, cuda or cuda:N", flag="--device",
           pattern=r"auto|cpu|cuda(:\d+)?"),
-    Param("half", "bool", False, "float16 on GPU"),
+    Param("half", "bool", False, "float16 on GPU (as precision fp16)"),
+    Param("precision", "str", "fp32", "fp32, fp16 or bf16 on a GPU; a CPU runs bf16 where it "
+          "multiplies it natively (AVX-512 BF16, AMX), fp32 otherwise (engine torch)",
+          flag="--precision", choices=("fp32", "fp16", "bf16")),
     Param("batch_size", "int", 64, "texts per model batch", flag="--batch-size", ge=1),
     Param("max_tokens", "int", 256, "longer texts are truncated (and counted)",
           flag="--max-tokens", ge=8),
