@@ -225,7 +225,8 @@ EARLIER = [
 
 # params a stage gained after the metadata above was written
 ADDED_SINCE = {name: {"engine", "quantize", "int8Check", "int8MaxDisagreement", "int8SampleRows"}
-               for name in ("TextClassifier", "TokenClassifier")}
+               for name in ("TextClassifier", "TokenClassifier")} | {
+    "SentenceEmbeddings": {"precision"}}
 
 
 @pytest.mark.parametrize("line", EARLIER, ids=lambda line: json.loads(line)["uid"][:-13])
