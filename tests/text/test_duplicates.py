@@ -8,23 +8,29 @@ import re
 import shutil
 from itertools import combinations
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.text import run
+from sparkfield.text.bag_of_words import duplicates
 from sparkfield.text.bag_of_words.duplicates import (
     _copies_and_near_pairs,
     _hash_functions,
     band_keys,
     find_duplicates,
+    shingle_hash_sets,
     shingle_hashes,
     shingles,
     signature,
+    signature_batches,
     signatures,
 )
+from sparkfield.text.bag_of_words.normalise import tokens
 from sparkfield.text.params import BAG_OF_WORDS, duplicate_settings
 from tests.conftest import WIKI_PAGES
 
@@ -67,6 +73,39 @@ def test_shingle_hashes_are_the_shingle_sets(wiki_pages):
         assert inter == len(strings[i] & strings[j])
     assert (hashes[6] == hashes[7]).all()  # case folded, as the tokens are
     assert not set(shingle_hashes("a b", 5).tolist()) & set(shingle_hashes("a b c", 5).tolist())
+
+
+def test_shingle_sets_of_many_texts_are_each_texts_own(monkeypatch):
+    """Texts tokenised and hashed together (token hashes kept between calls) give each
+    text the set it has alone: no shingle runs from one text into the next."""
+    texts = ["one two three four five six", "seven eight nine ten eleven", None, "",
+             "Too short", "six seven eight nine ten", "ΣΑ ΟΔΟΣ\nnaïve café x y z"] * 2
+    kept: dict[str, int] = {}
+    hashed = []
+    token_hash = duplicates._token_hash
+    monkeypatch.setattr(duplicates, "_token_hash", lambda w: hashed.append(w) or token_hash(w))
+    together = shingle_hash_sets(pa.array(texts, pa.string()), K, kept)
+    assert sorted(hashed) == sorted({w for t in texts if t for w in tokens(t)})  # each once
+    again = shingle_hash_sets(pa.array(texts, pa.string()), K, kept)
+    assert len(hashed) == len(kept)  # the second call hashed no word again
+    monkeypatch.undo()
+    for text, a, b in zip(texts, together, again, strict=True):
+        alone = shingle_hashes(text, K)
+        assert np.array_equal(a, alone) and np.array_equal(b, alone)
+        assert len(alone) == len(set(shingles(text, K)))
+
+
+def test_signature_batches_are_cut_by_text_size(monkeypatch):
+    texts = ["the cat sat on the mat today", None, "Too short", "", "a b c d e f g h"] * 4
+    batch = pa.RecordBatch.from_arrays([pa.array([f"u{i}" for i in range(len(texts))]),
+                                        pa.array(texts, pa.string())], names=["url", "text"])
+    s = duplicate_settings()
+    whole = [r for b in signature_batches(iter([batch]), s) for r in b.to_pylist()]
+    monkeypatch.setattr(duplicates, "CHUNK_BYTES", 30)
+    cut = list(signature_batches(iter([batch]), s))
+    assert len(cut) > 3
+    assert [r for b in cut for r in b.to_pylist()] == whole
+    assert [r["url"] for r in whole] == [f"u{i}" for i, t in enumerate(texts) if t]
 
 
 def test_signatures_in_spark_are_those_computed_here(spark):

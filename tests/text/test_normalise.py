@@ -5,7 +5,13 @@ import pyarrow as pa
 
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.text.bag_of_words import functions
-from sparkfield.text.bag_of_words.normalise import sentences, token_arrays, tokens
+from sparkfield.text.bag_of_words.normalise import (
+    document_tokens,
+    sentences,
+    text_chunks,
+    token_arrays,
+    tokens,
+)
 from sparkfield.text.bag_of_words.parse import page_text
 
 
@@ -39,6 +45,30 @@ def test_token_arrays_are_the_token_rule_on_every_string():
     assert token_arrays(pa.array(plain)).to_pylist() == [tokens(t) for t in plain]
     assert token_arrays(pa.array(["", ""])).to_pylist() == [[], []]
     assert token_arrays(pa.array([], pa.string())).to_pylist() == []
+
+
+def test_document_tokens_are_the_token_rule_on_whole_texts():
+    """Each text is tokenised line by line (only lines with non-ASCII characters by the
+    Unicode rule); the tokens are those of the whole text at once."""
+    lines = _texts(11, 400)
+    texts = ["\n".join(lines[i:i + 9]) for i in range(0, 800, 9)]
+    texts += ["\r\n".join(lines[i:i + 4]) for i in range(0, 40, 4)]
+    texts += [None, "", "\n", "\n\nword\n\n", "ΟΔΟΣ\nΣΑ ΑΣ\nΣ", "İ\ni\nİstanbul x_1",
+              "end of line\nstart", "a" * 70_000 + "\nb"]
+    want = [tokens(t) if t else [] for t in texts]
+    assert document_tokens(pa.array(texts, pa.string())).to_pylist() == want
+    assert document_tokens(pa.array(texts, pa.string()).slice(3, 50)).to_pylist() == want[3:53]
+    assert document_tokens(pa.array([], pa.string())).to_pylist() == []
+    assert any(not t.isascii() for t in texts if t) and any(t.isascii() for t in texts if t)
+
+
+def test_text_chunks_cover_every_row_once_within_the_size():
+    texts = pa.array(["ab", None, "cdef", "", "x" * 10, "gh", "ij", "k"], pa.string())
+    chunks = list(text_chunks(texts, 6))
+    assert chunks == [(0, 4), (4, 5), (5, 8)]  # a longer text alone; an empty one is free
+    assert list(text_chunks(texts, 1 << 20)) == [(0, 8)]
+    assert list(text_chunks(texts.slice(2, 3), 4)) == [(0, 2), (2, 3)]
+    assert list(text_chunks(pa.array([], pa.string()), 6)) == []
 
 
 def test_sentence_batches_are_split_then_tokens_in_order(monkeypatch):

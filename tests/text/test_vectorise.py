@@ -5,18 +5,23 @@ import math
 from collections import Counter
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from pyspark.ml.linalg import SparseVector
 from pyspark.sql import types as T
 from sklearn.feature_extraction.text import TfidfTransformer
 
+from sparkfield.text.bag_of_words import vectorise
 from sparkfield.text.bag_of_words.normalise import tokens
 from sparkfield.text.bag_of_words.vectorise import (
+    distinct_terms,
+    term_batches,
     term_counts,
     term_vectors,
     token_vectors,
     vocabulary,
 )
+from tests.text.test_sentence_split import gutenberg_books
 
 SCHEMA = T.StructType([T.StructField("doc_id", T.StringType(), False),
                        T.StructField("text", T.StringType(), True)])
@@ -37,6 +42,43 @@ def docs(spark):
 
 def _oracle() -> dict[str, Counter]:
     return {d: Counter(tokens(t or "")) for d, t in TEXTS}
+
+
+def _counted(texts: list[str | None]) -> tuple[list[list[str]], list[list[int]]]:
+    """Each text's distinct tokens in order of first appearance and their counts."""
+    counters = [Counter(tokens(t)) if t else Counter() for t in texts]
+    return [list(c) for c in counters], [list(c.values()) for c in counters]
+
+
+def test_distinct_terms_are_counted_in_order_of_first_appearance():
+    texts = [t for _, t in TEXTS] + ["b a B\nA c", "x\n\nİ i İ", "a b a b a", "z"]
+    terms, counts = distinct_terms(pa.array(texts, pa.string()))
+    assert (terms.to_pylist(), counts.to_pylist()) == _counted(texts)
+    terms, counts = distinct_terms(pa.array(texts, pa.string()).slice(2, 5))
+    assert (terms.to_pylist(), counts.to_pylist()) == _counted(texts[2:7])
+    empty = distinct_terms(pa.array([None, ""], pa.string()))
+    assert [a.to_pylist() for a in empty] == [[[], []], [[], []]]
+
+
+def test_term_batches_are_cut_by_text_size_not_by_rows(monkeypatch):
+    texts = [t for _, t in TEXTS] * 3
+    batch = pa.RecordBatch.from_arrays([pa.array([str(i) for i in range(len(texts))]),
+                                        pa.array(texts, pa.string())], names=["doc_id", "text"])
+    for limit, cut in ((40, True), (1 << 20, False)):
+        monkeypatch.setattr(vectorise, "CHUNK_BYTES", limit)
+        out = list(term_batches(iter([batch]), "text", ["doc_id"]))
+        assert (len(out) > 1) == cut
+        rows = [r for b in out for r in b.to_pylist()]
+        assert [r["doc_id"] for r in rows] == [str(i) for i in range(len(texts))]
+        assert ([r["terms"] for r in rows], [r["counts"] for r in rows]) == _counted(texts)
+
+
+def test_distinct_terms_on_30_gutenberg_books(shared_data):
+    """Whole books, most of them with some non-ASCII lines: the counts of the token rule."""
+    books = list(gutenberg_books(shared_data, 30))
+    assert sum(not b.isascii() for b in books) > 5
+    terms, counts = distinct_terms(pa.array(books))
+    assert (terms.to_pylist(), counts.to_pylist()) == _counted(books)
 
 
 def test_term_counts_are_the_token_rule_counted_per_row(docs):

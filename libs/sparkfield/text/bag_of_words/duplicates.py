@@ -22,17 +22,19 @@ pair) and are not checked.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from hashlib import blake2b
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.workers import in_worker
-from sparkfield.text.bag_of_words.normalise import tokens
+from sparkfield.text.bag_of_words.normalise import CHUNK_BYTES, document_tokens, text_chunks, tokens
 from sparkfield.text.params import DuplicateSettings
 
 SEED = 42  # of the MinHash functions: the same signatures every run, on every worker
@@ -61,15 +63,40 @@ def _token_hash(token: str) -> int:
     return int.from_bytes(blake2b(token.encode("utf-8"), digest_size=8).digest(), "little")
 
 
-def shingle_hashes(text: str | None, k: int) -> np.ndarray:
-    """The distinct shingles of ``text`` (as :func:`shingles`) as sorted 64-bit hashes."""
-    toks = tokens(text) if text else []
-    if not toks:
+TOKEN_HASHES_KEPT = 1 << 20  # a worker's token hashes kept between batches (words recur)
+
+
+def _token_hashes(words: pa.Array, kept: dict[str, int]) -> np.ndarray:
+    """The 64-bit hash of every word of ``words``: each distinct word hashed once, and not
+    again while it is in ``kept`` (emptied when it grows past :data:`TOKEN_HASHES_KEPT`)."""
+    if len(kept) > TOKEN_HASHES_KEPT:
+        kept.clear()
+    encoded = pc.dictionary_encode(words)
+    distinct = encoded.dictionary.to_pylist()
+    for word in distinct:
+        if word not in kept:
+            kept[word] = _token_hash(word)
+    hashes = np.fromiter(map(kept.__getitem__, distinct), np.uint64, len(distinct))
+    return hashes[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def shingle_hash_sets(texts: pa.Array, k: int, kept: dict[str, int] | None = None
+                      ) -> list[np.ndarray]:
+    """The distinct shingles of each text of ``texts`` (as :func:`shingles`; a null: none)
+    as sorted 64-bit hashes, tokenised and hashed a whole array at a time. ``kept``: the
+    token hashes a worker keeps between calls."""
+    toks = document_tokens(texts)
+    th = _token_hashes(pc.list_flatten(toks), {} if kept is None else kept)
+    ends = np.cumsum(pc.list_value_length(toks).to_numpy(zero_copy_only=False)).tolist()
+    return [_shingle_set(th[start:end], k) for start, end in zip([0, *ends], ends, strict=False)]
+
+
+def _shingle_set(th: np.ndarray, k: int) -> np.ndarray:
+    """The sorted distinct hashes of the k-shingles of a text whose token hashes are ``th``."""
+    if not len(th):
         return np.empty(0, np.uint64)
-    ids = {t: _token_hash(t) for t in set(toks)}
-    th = np.array(list(map(ids.__getitem__, toks)), np.uint64)
-    m = min(k, len(toks))  # words per shingle: k, or the whole text when it is shorter
-    n = len(toks) - m + 1
+    m = min(k, len(th))  # words per shingle: k, or the whole text when it is shorter
+    n = len(th) - m + 1
     with np.errstate(over="ignore"):
         h = th[:n].copy()
         for j in range(1, m):
@@ -77,6 +104,11 @@ def shingle_hashes(text: str | None, k: int) -> np.ndarray:
         h = np.sort(_mix(h ^ np.uint64(m)))
     # np.unique's result, sorted, without its hash table: about 3x faster on a book
     return h[np.concatenate(([True], h[1:] != h[:-1]))]
+
+
+def shingle_hashes(text: str | None, k: int) -> np.ndarray:
+    """The distinct shingles of ``text`` (as :func:`shingles`) as sorted 64-bit hashes."""
+    return shingle_hash_sets(pa.array([text], pa.string()), k)[0]
 
 
 def _hash_functions(count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -111,27 +143,30 @@ SIGNATURES = T.StructType([
 def signatures(docs: DataFrame, s: DuplicateSettings, text_col: str = "text") -> DataFrame:
     """url, shingles (how many distinct), digest (of the set), bands (one key per band): one
     row per document with at least one word."""
-    k, rows, n_hash = s.shingle_words, s.band_rows, s.hash_tables * s.band_rows
+    return docs.select("url", text_col).mapInArrow(
+        in_worker(functools.partial(signature_batches, s=s, text_col=text_col)), SIGNATURES)
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        a, b = _hash_functions(n_hash)
-        for batch in batches:
-            urls, sizes, digests, bands = [], [], [], []
-            for url, text in zip(batch.column("url").to_pylist(),
-                                 batch.column(text_col).to_pylist(), strict=True):
-                h = shingle_hashes(text, k)
-                if not len(h):
-                    continue
-                urls.append(url)
-                sizes.append(len(h))
-                digests.append(blake2b(h.tobytes(), digest_size=16).digest())
-                bands.append(band_keys(signature(h, a, b), rows))
+
+def signature_batches(batches: Iterator[pa.RecordBatch], s: DuplicateSettings,
+                      text_col: str = "text") -> Iterator[pa.RecordBatch]:
+    """:func:`signatures`' worker: one output batch per
+    :data:`~sparkfield.text.bag_of_words.normalise.CHUNK_BYTES` of text."""
+    k, rows = s.shingle_words, s.band_rows
+    a, b = _hash_functions(s.hash_tables * s.band_rows)
+    kept: dict[str, int] = {}
+    for batch in batches:
+        texts = batch.column(text_col)
+        for start, stop in text_chunks(texts, CHUNK_BYTES):
+            sets = shingle_hash_sets(texts.slice(start, stop - start), k, kept)
+            found = [i for i, h in enumerate(sets) if len(h)]
             yield pa.RecordBatch.from_arrays(
-                [pa.array(urls, pa.string()), pa.array(sizes, pa.int32()),
-                 pa.array(digests, pa.binary()), pa.array(bands, pa.list_(pa.int64()))],
+                [batch.column("url").slice(start, stop - start).take(pa.array(found, pa.int64())),
+                 pa.array([len(sets[i]) for i in found], pa.int32()),
+                 pa.array([blake2b(sets[i].tobytes(), digest_size=16).digest() for i in found],
+                          pa.binary()),
+                 pa.array([band_keys(signature(sets[i], a, b), rows) for i in found],
+                          pa.list_(pa.int64()))],
                 names=SIGNATURES.fieldNames())
-
-    return docs.select("url", text_col).mapInArrow(in_worker(run), SIGNATURES)
 
 
 def shingle_sets(docs: DataFrame, k: int, text_col: str = "text") -> DataFrame:
@@ -140,14 +175,17 @@ def shingle_sets(docs: DataFrame, k: int, text_col: str = "text") -> DataFrame:
                            T.StructField("hashes", T.ArrayType(T.LongType(), False), False)])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        kept: dict[str, int] = {}
         for batch in batches:
-            sets = [shingle_hashes(t, k).view(np.int64)
-                    for t in batch.column(text_col).to_pylist()]
-            offsets = np.cumsum([0, *map(len, sets)], dtype=np.int32)
-            values = np.concatenate(sets) if sets else np.empty(0, np.int64)
-            yield pa.RecordBatch.from_arrays(
-                [batch.column("url"), pa.ListArray.from_arrays(offsets, values)],
-                names=["url", "hashes"])
+            texts = batch.column(text_col)
+            for start, stop in text_chunks(texts, CHUNK_BYTES):
+                sets = [h.view(np.int64) for h in shingle_hash_sets(
+                    texts.slice(start, stop - start), k, kept)]
+                offsets = np.cumsum([0, *map(len, sets)], dtype=np.int32)
+                values = np.concatenate(sets) if sets else np.empty(0, np.int64)
+                yield pa.RecordBatch.from_arrays(
+                    [batch.column("url").slice(start, stop - start),
+                     pa.ListArray.from_arrays(offsets, values)], names=["url", "hashes"])
 
     return docs.select("url", text_col).mapInArrow(in_worker(run), schema)
 

@@ -12,7 +12,7 @@ Tokens: the text lower-cased, then the maximal runs of Python-regex ``\\w`` char
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 
 import numpy as np
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from sparkfield.text.bag_of_words.sentence_split import english_splitter
 
 TOKEN = re.compile(r"\w+")
+CHUNK_BYTES = 16 << 20  # text per vectorised pass over documents (see :func:`text_chunks`)
 
 
 def tokens(text: str) -> list[str]:
@@ -95,18 +96,63 @@ def token_arrays(texts: pa.Array) -> pa.ListArray:
     return both.take(pa.array(order))
 
 
+def document_tokens(texts: pa.Array) -> pa.ListArray:
+    """:func:`tokens` of every text of ``texts`` (a null: none), as one Arrow list array.
+
+    No token spans a line break and lower-casing never looks across one, so a text's tokens
+    are its lines' tokens in order: each line is tokenised by :func:`token_arrays`, and only
+    lines with non-ASCII characters, not whole documents, take its Unicode path."""
+    texts = pc.fill_null(texts.cast(pa.string()), "")
+    lines = pc.split_pattern(texts, "\n")
+    line_tokens = token_arrays(pc.list_flatten(lines))
+    per_line = pc.list_value_length(line_tokens).to_numpy(zero_copy_only=False)
+    owners = pc.list_parent_indices(lines).to_numpy()
+    per_text = np.bincount(owners, weights=per_line, minlength=len(texts))
+    offsets = np.zeros(len(texts) + 1, np.int32)
+    np.cumsum(per_text.astype(np.int64), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pc.list_flatten(line_tokens))
+
+
+def text_chunks(texts: pa.Array, max_bytes: int) -> Iterator[tuple[int, int]]:
+    """Row ranges [start, stop) of ``texts`` holding at most ``max_bytes`` of text each (a
+    longer text alone): what one vectorised pass takes at a time, so that a batch of large
+    documents does not hold all their tokens at once."""
+    sizes = pc.fill_null(pc.binary_length(texts.cast(pa.string())), 0).to_numpy(
+        zero_copy_only=False)
+    start, size = 0, 0
+    for row, n in enumerate(sizes.tolist()):
+        if row > start and size + n > max_bytes:
+            yield start, row
+            start, size = row, 0
+        size += n
+    if len(sizes):
+        yield start, len(sizes)
+
+
 def _ascii_tokens(texts: pa.StringArray) -> pa.ListArray:
+    """Tokens of ASCII strings from their bytes with numpy: a token is a run of word bytes
+    within one string; its bytes, lower-cased, are copied into one buffer."""
     _, offsets, data = texts.buffers()
-    if data is None:  # no characters at all
+    off = np.frombuffer(offsets, np.int32)[texts.offset:texts.offset + len(texts) + 1]
+    if data is None or not len(texts) or off[-1] == off[0]:  # no characters at all
         return pa.array([[] for _ in range(len(texts))], pa.list_(pa.string()))
-    mapped = ASCII_WORD_BYTES[np.frombuffer(data, np.uint8)]
-    spaced = pa.StringArray.from_buffers(len(texts), offsets, pa.py_buffer(mapped),
-                                         offset=texts.offset)
-    parts = pc.ascii_split_whitespace(spaced)
-    words = pc.list_flatten(parts)
-    keep = pc.not_equal(words, "")
-    owners = pc.list_parent_indices(parts).filter(keep).to_numpy()
-    counts = np.bincount(owners, minlength=len(texts))
+    mapped = ASCII_WORD_BYTES[np.frombuffer(data, np.uint8)[off[0]:off[-1]]]
+    word = mapped != ord(" ")
+    cuts = off[1:-1] - off[0]  # where a string starts: no token runs across
+    cuts = cuts[cuts < len(word)]
+    before = np.zeros_like(word)  # the byte before is a word byte of the same string
+    before[1:] = word[:-1]
+    before[cuts] = False
+    after = np.zeros_like(word)  # the byte after is a word byte of the same string
+    after[:-1] = word[1:]
+    after[cuts[cuts > 0] - 1] = False
+    starts = np.flatnonzero(word & ~before)
+    ends = np.flatnonzero(word & ~after) + 1
+    token_offsets = np.zeros(len(starts) + 1, np.int32)
+    np.cumsum(ends - starts, out=token_offsets[1:])
+    words = pa.StringArray.from_buffers(len(starts), pa.py_buffer(token_offsets),
+                                        pa.py_buffer(mapped[word]))
+    # a string's tokens end where the next string's begin: the tokens started before its end
     offsets_out = np.zeros(len(texts) + 1, np.int32)
-    np.cumsum(counts, out=offsets_out[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets_out), words.filter(keep))
+    offsets_out[1:] = np.searchsorted(starts, off[1:] - off[0])
+    return pa.ListArray.from_arrays(pa.array(offsets_out), words)

@@ -10,7 +10,7 @@ arrays (they are part of the output) and are vectorised by Spark ML's ``CountVec
 
 from __future__ import annotations
 
-from collections import Counter
+import functools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 
 from sparkfield.core.columns import column
 from sparkfield.core.workers import in_worker
-from sparkfield.text.bag_of_words.normalise import tokens
+from sparkfield.text.bag_of_words.normalise import CHUNK_BYTES, document_tokens, text_chunks
 
 VECTOR_MODES = ("binary", "count", "tfidf")
 TERMS = "terms"
@@ -45,20 +45,40 @@ def term_counts(df: DataFrame, text_col: str = "text", keep: Sequence[str] = ("d
                            T.StructField(TERMS, T.ArrayType(T.StringType(), False), False),
                            T.StructField(COUNTS, T.ArrayType(T.IntegerType(), False), False)])
     keep = list(keep)
+    return df.select(*map(column, [*keep, text_col])).mapInArrow(
+        in_worker(functools.partial(term_batches, text_col=text_col, keep=keep)), schema)
 
-    def count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            terms, counts = [], []
-            for text in b.column(text_col).to_pylist():
-                c = Counter(tokens(text)) if text else Counter()
-                terms.append(list(c))
-                counts.append(list(c.values()))
-            cols = [b.column(k) for k in keep]
+
+def term_batches(batches: Iterator[pa.RecordBatch], text_col: str, keep: Sequence[str]
+                 ) -> Iterator[pa.RecordBatch]:
+    """:func:`term_counts`' worker: ``keep`` columns, terms and counts of each row, one
+    output batch per :data:`~sparkfield.text.bag_of_words.normalise.CHUNK_BYTES` of text."""
+    for b in batches:
+        texts = b.column(text_col)
+        for start, stop in text_chunks(texts, CHUNK_BYTES):
+            terms, counts = distinct_terms(texts.slice(start, stop - start))
             yield pa.RecordBatch.from_arrays(
-                [*cols, pa.array(terms, pa.list_(pa.string())),
-                 pa.array(counts, pa.list_(pa.int32()))], names=[*keep, TERMS, COUNTS])
+                [*(b.column(k).slice(start, stop - start) for k in keep), terms, counts],
+                names=[*keep, TERMS, COUNTS])
 
-    return df.select(*map(column, [*keep, text_col])).mapInArrow(in_worker(count), schema)
+
+def distinct_terms(texts: pa.Array) -> tuple[pa.ListArray, pa.ListArray]:
+    """Per text of ``texts``: its distinct tokens in order of first appearance and the
+    occurrences of each (a null text: none), counted over the whole array at once."""
+    toks = document_tokens(texts)
+    lengths = pc.list_value_length(toks).to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(pc.list_flatten(toks))
+    width = max(len(encoded.dictionary), 1)
+    owner = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    keys = owner * width + encoded.indices.to_numpy(zero_copy_only=False)
+    # hashed in order of first appearance, and a text's tokens come before the next text's
+    found = pc.value_counts(pa.array(keys))
+    owner_of = found.field("values").to_numpy() // width
+    offsets = np.zeros(len(texts) + 1, np.int32)
+    np.cumsum(np.bincount(owner_of, minlength=len(texts)), out=offsets[1:])
+    words = encoded.dictionary.take(pa.array(found.field("values").to_numpy() % width))
+    return (pa.ListArray.from_arrays(pa.array(offsets), words),
+            pa.ListArray.from_arrays(pa.array(offsets), found.field("counts").cast(pa.int32())))
 
 
 def vocabulary(terms: DataFrame, size: int, min_df: int = 1,
