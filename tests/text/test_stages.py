@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pyarrow as pa
 import pytest
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.feature import IDF, CountVectorizer
 from pyspark.ml.linalg import SparseVector
 
 from sparkfield.core.errors import ColumnError, ConfigError, InputError
+from sparkfield.core.stopwords import english_stopwords
 from sparkfield.text import (
     HtmlToText,
     PinnedCountVectorizer,
@@ -25,6 +27,7 @@ from sparkfield.text import (
     token_vocabulary,
     tokenize,
 )
+from sparkfield.text.bag_of_words import functions
 from sparkfield.text.bag_of_words.normalise import sentences, tokens
 from sparkfield.text.job import parse_documents, sentence_rows
 from sparkfield.text.params import BAG_OF_WORDS
@@ -175,6 +178,28 @@ def test_tokens_follow_the_pinned_rule_with_or_without_stopwords(spark):
     assert got["a"][0] == ["the", "naïve", "café", "s", "42", "cafés", "and_so", "on"]
     no_stop = _by_id(tokenize(df, stopwords="english"), "tokens")
     assert no_stop["a"][0] == ["naïve", "café", "42", "cafés", "and_so"]
+
+
+def test_tokens_of_long_multiline_texts_cut_into_chunks(spark, monkeypatch):
+    """Whole texts over several lines, non-ASCII ones among them, tokenised a few at a time:
+    the pinned rule on each text, NLTK's stopwords left out in order."""
+    lines = ["The naïve CAFÉ's 42 cafés,", "and_so ON. İstanbul ΟΔΟΣ", "", "it is what it is"]
+    texts = [(str(i), "\n".join(lines[i % 4:] + lines[:i % 4]) * (i % 3 + 1)) for i in range(40)]
+    texts += [("null", None), ("empty", ""), ("spaces", " \n \n")]
+    df = spark.createDataFrame(texts, "doc_id string, text string")
+    monkeypatch.setattr(functions, "CHUNK_BYTES", 200)
+    stop = set(english_stopwords())
+    got = _by_id(tokenize(df, stopwords="english"), "tokens")
+    assert got == {d: ([w for w in tokens(t or "") if w not in stop],) for d, t in texts}
+    assert got["0"][0][:5] == ["naïve", "café", "42", "cafés", "and_so"]
+    assert _by_id(tokenize(df), "tokens") == {d: (tokens(t or ""),) for d, t in texts}
+
+
+def test_without_words_keeps_the_order_of_the_rest():
+    words = pa.array([["a", "the", "b", "the"], [], ["the"], ["c"]], pa.list_(pa.string()))
+    left = functions.without_words(words, pa.array(["the", "x"]))
+    assert left.to_pylist() == [["a", "b"], [], [], ["c"]]
+    assert functions.without_words(words.slice(2), pa.array(["c"])).to_pylist() == [["the"], []]
 
 
 def test_the_jobs_parse_and_sentences_are_the_stages_output(pages):

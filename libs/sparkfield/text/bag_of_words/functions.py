@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -24,7 +26,13 @@ from sparkfield.core.columns import column, quoted, require_type
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.stopwords import english_stopwords
 from sparkfield.core.workers import in_worker, keep_archive_directories
-from sparkfield.text.bag_of_words.normalise import sentences, token_arrays, tokens
+from sparkfield.text.bag_of_words.normalise import (
+    CHUNK_BYTES,
+    document_tokens,
+    sentences,
+    text_chunks,
+    token_arrays,
+)
 from sparkfield.text.bag_of_words.parse import SENT_SCHEMA, check_extract, parse_page
 from sparkfield.text.bag_of_words.stage_params import job_default, vocabulary_args
 from sparkfield.text.bag_of_words.vectorise import token_stats, top_vocabulary
@@ -34,6 +42,7 @@ from sparkfield.text.params import BAG_OF_WORDS
 PARSED = T.StructType([T.StructField(name, T.StringType(), True)
                        for name in ("title", "text", "error")])
 WORDS = T.ArrayType(T.StringType(), False)
+WORDS_ARROW = pa.list_(pa.string())
 STOPWORDS = BAG_OF_WORDS.by_key["stopwords"].choices
 
 
@@ -212,15 +221,27 @@ def tokenize(df: DataFrame, input_col: str = "text", output_col: str = "tokens",
 
 
 def _tokens_udf(stop: frozenset[str]):
-    def split(texts: Iterator[pd.Series]) -> Iterator[pd.Series]:
+    stop_words = pa.array(sorted(stop), pa.string())
+
+    def split(texts: Iterator[pa.Array]) -> Iterator[pa.Array]:
         keep_archive_directories()
         for batch in texts:
-            words = [tokens(t) if t is not None else [] for t in batch]
-            if stop:
-                words = [[w for w in ws if w not in stop] for ws in words]
-            yield pd.Series(words, dtype=object)
+            chunks = [document_tokens(batch.slice(start, stop - start))
+                      for start, stop in text_chunks(batch, CHUNK_BYTES)]
+            words = pa.concat_arrays(chunks) if chunks else pa.array([], WORDS_ARROW)
+            yield without_words(words, stop_words) if len(stop_words) else words
 
-    return F.pandas_udf(split, WORDS)
+    return F.arrow_udf(split, WORDS)
+
+
+def without_words(words: pa.ListArray, leave_out: pa.Array) -> pa.ListArray:
+    """Each list of ``words`` without the words of ``leave_out``, in order."""
+    flat = pc.list_flatten(words)
+    keep = pc.invert(pc.is_in(flat, value_set=leave_out)).to_numpy(zero_copy_only=False)
+    owners = pc.list_parent_indices(words).to_numpy()[keep]
+    offsets = np.zeros(len(words) + 1, np.int32)
+    np.cumsum(np.bincount(owners, minlength=len(words)), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(pa.array(keep)))
 
 
 # ---- vocabulary -------------------------------------------------------------------------
