@@ -67,6 +67,7 @@ def test_the_quick_profile_starts_the_driver_jvm_with_c1_only_and_runs(tmp_path)
     assert len(pd.read_csv(out / "top_locations.csv")) == 3
 
 
+@pytest.mark.heavy
 def test_the_driver_jvm_writes_its_class_archive_once_and_maps_it_after(tmp_path):
     """A local submit on the bundled data. The first run writes build/jvm/<fingerprint>.jsa
     as the JVM exits (kept because the run succeeded); the next run's driver JVM maps it, as
