@@ -73,10 +73,10 @@ def distinct_terms(texts: pa.Array) -> tuple[pa.ListArray, pa.ListArray]:
     keys = owner * width + encoded.indices.to_numpy(zero_copy_only=False)
     # hashed in order of first appearance, and a text's tokens come before the next text's
     found = pc.value_counts(pa.array(keys))
-    owner_of = found.field("values").to_numpy() // width
+    owner_of, code = np.divmod(found.field("values").to_numpy(), width)
     offsets = np.zeros(len(texts) + 1, np.int32)
     np.cumsum(np.bincount(owner_of, minlength=len(texts)), out=offsets[1:])
-    words = encoded.dictionary.take(pa.array(found.field("values").to_numpy() % width))
+    words = encoded.dictionary.take(pa.array(code))
     return (pa.ListArray.from_arrays(pa.array(offsets), words),
             pa.ListArray.from_arrays(pa.array(offsets), found.field("counts").cast(pa.int32())))
 
