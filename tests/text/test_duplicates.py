@@ -19,6 +19,7 @@ from sparkfield.core.errors import ConfigError
 from sparkfield.text import run
 from sparkfield.text.bag_of_words import duplicates
 from sparkfield.text.bag_of_words.duplicates import (
+    DUPLICATES,
     _copies_and_near_pairs,
     _hash_functions,
     band_keys,
@@ -166,6 +167,71 @@ def test_find_duplicates_inline(spark):
         text = dict((u, t) for u, t in rows)[page]
         assert sim == pytest.approx(_jaccard(_oracle_shingles(text),
                                              _oracle_shingles(base)), abs=1e-9)
+
+
+def _edited(words: list[str], at: int, mark: str) -> str:
+    return " ".join(w if i != at else f"{mark}{i}" for i, w in enumerate(words))
+
+
+def test_a_small_corpus_compared_on_the_driver_equals_the_spark_plan(spark, monkeypatch):
+    """The same rows from the driver's comparison (up to ``small_corpus`` documents) and from
+    the Spark plan (``small_corpus=0``): copies, near pairs, a page equally similar to two
+    earlier ones (the earlier URL wins), a pair just under the threshold, null and empty
+    texts, a corpus one document over the limit, and candidates too large to collect."""
+    words = [f"w{i}" for i in range(60)]
+    base = " ".join(words)
+    rows = [("a", base), ("a2", base), ("a3", base),  # copies: a2 and a3 duplicate a
+            ("b", _edited(words, 30, "x")), ("c", _edited(words, 30, "y")),  # c: a tie
+            ("d", " ".join(words[:50])),  # 46 of a's 56 shingles: under 0.9, over 0.8
+            ("e", None), ("f", ""), ("g", "one two three four five six seven eight"),
+            ("g2", "one two three four five six seven eight")]
+    df = spark.createDataFrame(rows, DOCS).cache()
+    for threshold in (0.8, 0.9):
+        settings = duplicate_settings({"threshold": threshold})
+        plan = find_duplicates(df, settings, small_corpus=0).orderBy("page")
+        driver = find_duplicates(df, settings).orderBy("page")
+        above = find_duplicates(df, settings, small_corpus=len(rows) - 3).orderBy("page")
+        want = [tuple(r) for r in plan.collect()]
+        assert [tuple(r) for r in driver.collect()] == want
+        assert [tuple(r) for r in above.collect()] == want
+        assert driver.schema == DUPLICATES
+        pages = {p: (d, x) for p, d, x in want}
+        assert pages["a2"] == pages["a3"] == ("a", 1.0) and pages["g2"] == ("g", 1.0)
+        assert ("d" in pages) == ("b" in pages) == ("c" in pages) == (threshold == 0.8)
+        if threshold == 0.8:  # c is as similar to a as to b (51 of 61): a, the earlier URL
+            assert pages["b"] == pages["c"] == ("a", pytest.approx(51 / 61))
+    planned = []
+    monkeypatch.setattr(duplicates, "SMALL_CORPUS_SHINGLES", 100)  # sets too large to collect
+    monkeypatch.setattr(duplicates, "_copies_and_near_pairs",
+                        lambda *a, **k: planned.append(1) or _copies_and_near_pairs(*a, **k))
+    sent_back = find_duplicates(df, settings).orderBy("page")
+    assert planned == [1]  # the plan, not the driver
+    assert [tuple(r) for r in sent_back.collect()] == want  # at the last threshold, 0.9
+    df.unpersist()
+
+
+def test_a_small_corpus_is_compared_without_a_shuffle(spark):
+    """Without candidates the driver's comparison runs no Spark job but the collect of the
+    signatures, and no shuffle: the plan's shuffles are what a first look at a few pages
+    waited for."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        pytest.skip("a classic session's status tracker counts the jobs")
+    rows = [(f"p{i}", " ".join(f"t{i}w{j}" for j in range(20))) for i in range(5)]
+    df = spark.createDataFrame(rows, DOCS)
+    settings = duplicate_settings({"threshold": 0.8})
+    sigs = signatures(df, settings).cache()
+    sigs.count()
+    sc = spark.sparkContext
+    sc.setJobGroup("small-dups", "small-dups")
+    try:
+        got = find_duplicates(df, settings, sigs=sigs).collect()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert got == []
+    tracker = sc.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup("small-dups")]
+    assert jobs and all(len(j.stageIds) == 1 for j in jobs)  # no shuffle: reads of the cache
+    sigs.unpersist()
 
 
 def _copies(src, dst):

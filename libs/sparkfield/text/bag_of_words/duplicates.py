@@ -213,17 +213,36 @@ def _copies_and_near_pairs(docs: DataFrame, s: DuplicateSettings, text_col: str,
     return copies.select("url", "digest", "first"), near
 
 
+DUPLICATES = T.StructType([T.StructField("page", T.StringType(), False),
+                           T.StructField("duplicate_of", T.StringType(), False),
+                           T.StructField("similarity", T.DoubleType(), True)])
+# at most this many documents, their signatures are compared on the driver: a few hundred
+# milliseconds there against some ten shuffles (seconds) of the plan below, whatever the size
+SMALL_CORPUS_DOCUMENTS = 1_000
+# ... as long as the candidates' shingle sets come to at most this many hashes (8 bytes each)
+SMALL_CORPUS_SHINGLES = 16_000_000
+
+
 def find_duplicates(docs: DataFrame, s: DuplicateSettings, text_col: str = "text",
-                    sigs: DataFrame | None = None) -> DataFrame:
+                    sigs: DataFrame | None = None,
+                    small_corpus: int = SMALL_CORPUS_DOCUMENTS) -> DataFrame:
     """page, duplicate_of, similarity: one row per page that duplicates an earlier one.
 
     The plan reads the documents' :func:`signatures` (one small row per document) several
     times; hashing every document each time would cost several whole passes. Pass them in as
     ``sigs``, persisted for as long as the caller needs them; without them they are computed
     here, at once, and kept as a local checkpoint (executor storage, released when Spark
-    cleans up the frame)."""
+    cleans up the frame). Of at most ``small_corpus`` documents the signatures are compared
+    on the driver (``_duplicates_on_driver``), with the same result, unless the candidates'
+    shingle sets are too large to bring there; 0 never does."""
     if sigs is None:
         sigs = signatures(docs, s, text_col).localCheckpoint(eager=True)
+    if small_corpus > 0:
+        few = sigs.limit(small_corpus + 1).collect()
+        found = (_duplicates_on_driver(docs, s, [r.asDict() for r in few], text_col)
+                 if len(few) <= small_corpus else None)
+        if found is not None:
+            return found
     copies, near = _copies_and_near_pairs(docs, s, text_col, sigs)
     # a later page of a set: its earliest page, at 1.0 no other page is more similar
     same = copies.where(F.col("url") != F.col("first")).select(
@@ -234,3 +253,41 @@ def find_duplicates(docs: DataFrame, s: DuplicateSettings, text_col: str = "text
     firsts = near.withColumn("_r", F.row_number().over(best)).where("_r = 1").select(
         F.col("b").alias("page"), F.col("a").alias("duplicate_of"), "similarity")
     return same.unionByName(firsts)
+
+
+def _duplicates_on_driver(docs: DataFrame, s: DuplicateSettings, sigs: list[dict],
+                          text_col: str = "text") -> DataFrame | None:
+    """:func:`find_duplicates` of a small corpus whose signature rows (``url``, ``shingles``,
+    ``digest``, ``bands``) are ``sigs``: the same rows, found here; Spark builds only the
+    candidates' shingle sets. None when those come to more than
+    :data:`SMALL_CORPUS_SHINGLES` hashes."""
+    first: dict[bytes, str] = {}
+    for r in sigs:
+        d = bytes(r["digest"])  # a classic session gives a bytearray
+        first[d] = min(first.get(d, r["url"]), r["url"])
+    rows = [(r["url"], first[bytes(r["digest"])], 1.0) for r in sigs
+            if r["url"] != first[bytes(r["digest"])]]
+    heads = {r["url"]: r for r in sigs if r["url"] == first[bytes(r["digest"])]}
+    buckets: dict[tuple[int, int], list[str]] = {}
+    for url, r in heads.items():
+        for band, key in enumerate(r["bands"]):
+            buckets.setdefault((band, key), []).append(url)
+    pairs = {(a, b) for urls in buckets.values() if len(urls) > 1
+             for a in urls for b in urls if a < b}
+    best: dict[str, tuple[float, str]] = {}
+    if pairs:
+        wanted = sorted({u for pair in pairs for u in pair})
+        if sum(heads[u]["shingles"] for u in wanted) > SMALL_CORPUS_SHINGLES:
+            return None
+        table = shingle_sets(docs.where(F.col("url").isin(wanted)), s.shingle_words,
+                             text_col).toArrow()
+        sets = dict(zip(table.column("url").to_pylist(),
+                        (np.asarray(h.values) for h in table.column("hashes")), strict=True))
+        for a, b in sorted(pairs):
+            inter = len(np.intersect1d(sets[a], sets[b], assume_unique=True))
+            sim = inter / (heads[a]["shingles"] + heads[b]["shingles"] - inter)
+            # the most similar earlier page; ties: the earlier URL (pairs come sorted)
+            if sim >= s.threshold and (b not in best or sim > best[b][0]):
+                best[b] = (sim, a)
+    rows += [(b, a, sim) for b, (sim, a) in best.items()]
+    return docs.sparkSession.createDataFrame(rows, DUPLICATES)
