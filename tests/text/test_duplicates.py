@@ -177,7 +177,8 @@ def test_a_small_corpus_compared_on_the_driver_equals_the_spark_plan(spark, monk
     """The same rows from the driver's comparison (up to ``small_corpus`` documents) and from
     the Spark plan (``small_corpus=0``): copies, near pairs, a page equally similar to two
     earlier ones (the earlier URL wins), a pair just under the threshold, null and empty
-    texts, a corpus one document over the limit, and candidates too large to collect."""
+    texts, a corpus one document over the limit, and too many candidate pairs or hashes to
+    bring to the driver."""
     words = [f"w{i}" for i in range(60)]
     base = " ".join(words)
     rows = [("a", base), ("a2", base), ("a3", base),  # copies: a2 and a3 duplicate a
@@ -201,12 +202,14 @@ def test_a_small_corpus_compared_on_the_driver_equals_the_spark_plan(spark, monk
         if threshold == 0.8:  # c is as similar to a as to b (51 of 61): a, the earlier URL
             assert pages["b"] == pages["c"] == ("a", pytest.approx(51 / 61))
     planned = []
-    monkeypatch.setattr(duplicates, "SMALL_CORPUS_SHINGLES", 100)  # sets too large to collect
     monkeypatch.setattr(duplicates, "_copies_and_near_pairs",
                         lambda *a, **k: planned.append(1) or _copies_and_near_pairs(*a, **k))
-    sent_back = find_duplicates(df, settings).orderBy("page")
-    assert planned == [1]  # the plan, not the driver
-    assert [tuple(r) for r in sent_back.collect()] == want  # at the last threshold, 0.9
+    for bound in ("SMALL_CORPUS_SHINGLES", "SMALL_CORPUS_PAIRS"):  # too much to bring back
+        with monkeypatch.context() as m:
+            m.setattr(duplicates, bound, 2)
+            sent_back = find_duplicates(df, settings).orderBy("page")
+            assert [tuple(r) for r in sent_back.collect()] == want  # the last threshold's
+    assert planned == [1, 1]  # the plan, not the driver, each time
     df.unpersist()
 
 

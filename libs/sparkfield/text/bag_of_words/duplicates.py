@@ -216,10 +216,12 @@ def _copies_and_near_pairs(docs: DataFrame, s: DuplicateSettings, text_col: str,
 DUPLICATES = T.StructType([T.StructField("page", T.StringType(), False),
                            T.StructField("duplicate_of", T.StringType(), False),
                            T.StructField("similarity", T.DoubleType(), True)])
-# at most this many documents, their signatures are compared on the driver: a few hundred
-# milliseconds there against some ten shuffles (seconds) of the plan below, whatever the size
-SMALL_CORPUS_DOCUMENTS = 1_000
-# ... as long as the candidates' shingle sets come to at most this many hashes (8 bytes each)
+# at most this many documents, their signatures (some 200 bytes each) are compared on the
+# driver: a second or less there against some ten shuffles (seconds) of the plan below ...
+SMALL_CORPUS_DOCUMENTS = 20_000
+# ... as long as the candidate pairs are at most this many (a band's pages pair up) ...
+SMALL_CORPUS_PAIRS = 1_000_000
+# ... and their shingle sets come to at most this many hashes (8 bytes each)
 SMALL_CORPUS_SHINGLES = 16_000_000
 
 
@@ -234,7 +236,7 @@ def find_duplicates(docs: DataFrame, s: DuplicateSettings, text_col: str = "text
     here, at once, and kept as a local checkpoint (executor storage, released when Spark
     cleans up the frame). Of at most ``small_corpus`` documents the signatures are compared
     on the driver (``_duplicates_on_driver``), with the same result, unless the candidates'
-    shingle sets are too large to bring there; 0 never does."""
+    pairs or shingle sets are too many to bring there; 0 never does."""
     if sigs is None:
         sigs = signatures(docs, s, text_col).localCheckpoint(eager=True)
     if small_corpus > 0:
@@ -259,8 +261,8 @@ def _duplicates_on_driver(docs: DataFrame, s: DuplicateSettings, sigs: list[dict
                           text_col: str = "text") -> DataFrame | None:
     """:func:`find_duplicates` of a small corpus whose signature rows (``url``, ``shingles``,
     ``digest``, ``bands``) are ``sigs``: the same rows, found here; Spark builds only the
-    candidates' shingle sets. None when those come to more than
-    :data:`SMALL_CORPUS_SHINGLES` hashes."""
+    candidates' shingle sets. None when the candidate pairs are more than
+    :data:`SMALL_CORPUS_PAIRS` or their sets more than :data:`SMALL_CORPUS_SHINGLES` hashes."""
     first: dict[bytes, str] = {}
     for r in sigs:
         d = bytes(r["digest"])  # a classic session gives a bytearray
@@ -272,8 +274,10 @@ def _duplicates_on_driver(docs: DataFrame, s: DuplicateSettings, sigs: list[dict
     for url, r in heads.items():
         for band, key in enumerate(r["bands"]):
             buckets.setdefault((band, key), []).append(url)
-    pairs = {(a, b) for urls in buckets.values() if len(urls) > 1
-             for a in urls for b in urls if a < b}
+    shared = [urls for urls in buckets.values() if len(urls) > 1]
+    if sum(len(u) * (len(u) - 1) // 2 for u in shared) > SMALL_CORPUS_PAIRS:
+        return None
+    pairs = {(a, b) for urls in shared for a in urls for b in urls if a < b}
     best: dict[str, tuple[float, str]] = {}
     if pairs:
         wanted = sorted({u for pair in pairs for u in pair})
