@@ -266,13 +266,13 @@ def _duplicates_on_driver(docs: DataFrame, s: DuplicateSettings, sigs: list[dict
     ``digest``, ``bands``) are ``sigs``: the same rows, found here; Spark builds only the
     candidates' shingle sets. None when the candidate pairs are more than
     :data:`SMALL_CORPUS_PAIRS` or their sets more than :data:`SMALL_CORPUS_SHINGLES` hashes."""
+    digests = [bytes(r["digest"]) for r in sigs]  # a classic session gives bytearrays
     first: dict[bytes, str] = {}
-    for r in sigs:
-        d = bytes(r["digest"])  # a classic session gives a bytearray
+    for r, d in zip(sigs, digests, strict=True):
         first[d] = min(first.get(d, r["url"]), r["url"])
-    rows = [(r["url"], first[bytes(r["digest"])], 1.0) for r in sigs
-            if r["url"] != first[bytes(r["digest"])]]
-    heads = {r["url"]: r for r in sigs if r["url"] == first[bytes(r["digest"])]}
+    earliest = [first[d] for d in digests]
+    rows = [(r["url"], e, 1.0) for r, e in zip(sigs, earliest, strict=True) if r["url"] != e]
+    heads = {r["url"]: r for r, e in zip(sigs, earliest, strict=True) if r["url"] == e}
     buckets: dict[tuple[int, int], list[str]] = {}
     for url, r in heads.items():
         for band, key in enumerate(r["bands"]):
