@@ -85,6 +85,35 @@ def test_bad_deploy_mode_is_rejected(tmp_path):
         submit_spec("coffee_shops", "odd", tmp_path)
 
 
+# -- the JVMs' G1 regions --------------------------------------------------------------------
+
+REGIONS = "-XX:G1HeapRegionSize=32m"
+
+
+@pytest.mark.parametrize("profile", ["local", "cluster", "yarn", "k8s", "local,quick"])
+def test_every_profile_gives_the_driver_and_executors_large_g1_regions(profile, tmp_path,
+                                                                       monkeypatch):
+    """Arrays under half a region stay ordinary objects (conf/base.yaml says why); the C1 flag
+    of a small input or the quick profile goes beside them, not instead of them."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.xes").write_bytes(b"x" * 1000)
+    spec = submit_spec("process_mining", profile, CONF, python_env=ENV_URI,
+                       job_args=["--log", "log.xes"])
+    assert spec.conf["spark.driver.defaultJavaOptions"] == REGIONS
+    assert spec.conf["spark.executor.defaultJavaOptions"] == REGIONS
+    if profile.startswith("local"):
+        assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+
+
+def test_the_sessions_jvm_runs_with_those_regions(spark):
+    """The conf reaches the JVM that a session of the library starts (the tests' own)."""
+    jvm = spark.sparkContext._jvm
+    args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert REGIONS in args, args
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert any("G1" in b.getName() for b in beans)
+
+
 # -- a small input's driver JVM: C1 only -----------------------------------------------------
 
 def test_a_small_input_starts_the_driver_jvm_with_c1_only(tmp_path, monkeypatch):
