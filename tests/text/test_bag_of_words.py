@@ -216,6 +216,11 @@ def test_vocabulary_counts_equal_an_independent_count(spark, repo_root, tmp_path
     sents = pd.read_parquet(out / "sentences")
     docs = pd.read_parquet(out / "documents")
     assert len(docs) == len(PAGES)
+    # the sentences are split as they are written, and counted from what was written; only
+    # TF-IDF, whose IDF is fitted on them first, caches them
+    assert res.report.outputs["sentences"] == len(sents) > len(PAGES)
+    cached_names = {c["name"] for c in res.report.cached}
+    assert ("sentences" in cached_names) == (vector == "tfidf"), cached_names
     assert list(docs.columns) == ["doc_id", "url", "text", "title", "vector"]
     assert {"doc_id", "url", "sentence_idx", "sentence", "tokens", "vector"} <= set(sents.columns)
     vocab_index = {w: i for i, w in enumerate(vocab["word"])}
@@ -411,3 +416,5 @@ def test_the_result_is_the_same_with_and_without_an_output(spark, repo_root, tmp
     for part in ("inputs", "outputs", "rejects", "counts"):
         assert getattr(alone.report, part) == getattr(written.report, part), part
     assert written.report.rejects == {"pages": {"empty": 1}}
+    # counted by splitting them without an output, from the written files with one
+    assert alone.report.outputs["sentences"] == written.sentences.count() > 3

@@ -43,8 +43,9 @@ def test_compute_counts_pages_sentences_and_words_without_a_report(spark):
     assert s.counts["pages_gone"] == 0
     assert s.counts["vocabulary_update"] == "full"
     assert s.rejects == {"pages": {"http_4xx": 1}} and reasons == ["http_4xx"]
-    # "Cats chase mice." "Dogs chase cats." "Birds sing songs."
-    assert s.outputs["sentences"] == sentences == 3
+    # "Cats chase mice." "Dogs chase cats." "Birds sing songs."; split as they are read (the
+    # job counts them once they are written), so compute's numbers have no count of them
+    assert sentences == 3 and "sentences" not in s.outputs
     assert s.outputs["documents"] == documents == 2
     assert s.outputs["duplicates"] == 0
     # cats, chase, mice, dogs, birds, sing, songs; chase and cats twice
@@ -55,5 +56,4 @@ def test_compute_counts_pages_sentences_and_words_without_a_report(spark):
     # the near-duplicates stay a cached frame: the driver holds none of their rows
     assert isinstance(c.duplicates, DataFrame)
     assert [(x["name"], x["rows"]) for x in s.cached] == [
-        ("documents", 2), ("sentences", 3), ("signatures", 2), ("duplicates", 0),
-        ("term_counts", 2)]
+        ("documents", 2), ("signatures", 2), ("duplicates", 0), ("term_counts", 2)]
