@@ -89,15 +89,18 @@ BUILD="$ROOT/build"; mkdir -p "$BUILD"
 ZIP="$BUILD/sparkfield.zip"
 PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.package "$ZIP" >/dev/null
 
-# the job's arguments tell the size of its input (a small one's driver JVM compiles with C1
-# only, sparkfield/deploy/submit.py), unless the user gives the driver's Java options
+# the job's arguments tell the size of its input (a small one gets the profile's
+# submit.small_input_conf, sparkfield/deploy/submit.py); the user's driver Java options
+# replace the ones a small input would get
 JOB_ARGS=(--job-args ${PASS[@]+"${PASS[@]}"})
+OWN_JAVA=""
 for a in ${EXTRA[@]+"${EXTRA[@]}"}; do
-  case "$a" in --driver-java-options|spark.driver.extraJavaOptions=*) JOB_ARGS=() ;; esac
+  case "$a" in --driver-java-options|spark.driver.extraJavaOptions=*) OWN_JAVA=1 ;; esac
 done
 mapfile -t SUBMIT_ARGS < <(PYTHONPATH="$ROOT/libs" "$PY" -m sparkfield.deploy.submit \
   --job "$JOB" --profile "$PROFILE" --conf-dir "$CONF_DIR" ${MASTER:+--master "$MASTER"} \
-  ${PYENV:+--python-env "$PYENV"} --driver-python "$PY" ${JOB_ARGS[@]+"${JOB_ARGS[@]}"})
+  ${PYENV:+--python-env "$PYENV"} --driver-python "$PY" ${OWN_JAVA:+--own-driver-java} \
+  ${JOB_ARGS[@]+"${JOB_ARGS[@]}"})
 [ "${#SUBMIT_ARGS[@]}" -gt 0 ] || exit 2
 # the user's --files / --archives join the generated lists (spark-submit keeps only the last)
 for i in "${!SUBMIT_ARGS[@]}"; do

@@ -75,16 +75,23 @@ def test_an_option_without_its_value_exits_2():
 C1_ONLY = "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"
 
 
-def test_a_small_input_gets_c1_only_unless_the_user_gives_driver_java_options(tmp_path):
-    """The job's arguments reach the input's size; the user's driver Java options win."""
+NO_AQE = "spark.sql.adaptive.enabled=false"
+
+
+def test_a_small_input_gets_its_settings_and_the_users_driver_java_options_win(tmp_path):
+    """The job's arguments reach the input's size; the user's driver Java options replace
+    the small input's, whose other settings stay."""
     small = "tests/fixtures/process/running-example.xes"
-    assert C1_ONLY in _value(_command("process_mining", "--log", small), "--conf")
+    confs = _value(_command("process_mining", "--log", small), "--conf")
+    assert C1_ONLY in confs and NO_AQE in confs
     big = tmp_path / "log.xes.gz"
     with big.open("wb") as f:
         f.truncate(7 * 2**20)  # 70 MiB as input: over conf/local.yaml's 64
-    assert C1_ONLY not in _value(_command("process_mining", "--log", str(big)), "--conf")
+    confs = _value(_command("process_mining", "--log", str(big)), "--conf")
+    assert C1_ONLY not in confs and NO_AQE not in confs
     given = _command("process_mining", "--log", small, "--driver-java-options", "-Dx=1")
     assert not any("extraJavaOptions" in v for v in _value(given, "--conf"))
+    assert NO_AQE in _value(given, "--conf")
     assert _value(given, "--driver-java-options") == ["-Dx=1"]
     conf = _command("process_mining", "--log", small,
                     "--conf", "spark.driver.extraJavaOptions=-Dy=2")

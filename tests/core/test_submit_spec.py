@@ -114,23 +114,49 @@ def test_the_sessions_jvm_runs_with_those_regions(spark):
     assert any("G1" in b.getName() for b in beans)
 
 
-# -- a small input's driver JVM: C1 only -----------------------------------------------------
+# -- a small input: C1 only, no adaptive execution ------------------------------------------
 
-def test_a_small_input_starts_the_driver_jvm_with_c1_only(tmp_path, monkeypatch):
+SMALL = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+         "spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+
+
+def _small_part(conf: dict[str, str]) -> dict[str, str | None]:
+    return {k: conf.get(k) for k in SMALL}
+
+
+def test_a_small_input_gets_c1_only_and_no_adaptive_execution(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.xes").write_bytes(b"x" * 1000)
     spec = submit_spec("process_mining", "local", CONF,
                        job_args=["--log", "log.xes", "--output", "out"])
-    assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
-    # no job arguments known (the Airflow DAG), a cluster, or the quick profile's own option
-    assert "spark.driver.extraJavaOptions" not in submit_spec("process_mining", "local", CONF).conf
-    assert "spark.driver.extraJavaOptions" not in submit_spec(
-        "process_mining", "cluster", CONF, job_args=["--log", "log.xes"]).conf
+    assert _small_part(spec.conf) == SMALL
+    # no job arguments known (the Airflow DAG) or a cluster: the profile's own settings
+    for other in (submit_spec("process_mining", "local", CONF),
+                  submit_spec("process_mining", "cluster", CONF, job_args=["--log", "log.xes"])):
+        assert "spark.driver.extraJavaOptions" not in other.conf
+        assert other.conf["spark.sql.adaptive.enabled"] == "true"
+    # the quick profile's own C1 flag is not given twice
     quick = submit_spec("process_mining", "local,quick", CONF, job_args=["--log", "log.xes"])
-    assert quick.conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert _small_part(quick.conf) == SMALL
+    # the command line's driver Java options replace the small input's, the rest stays
+    own = submit_spec("process_mining", "local", CONF, job_args=["--log", "log.xes"],
+                      own_driver_java=True)
+    assert "spark.driver.extraJavaOptions" not in own.conf
+    assert own.conf["spark.sql.adaptive.enabled"] == "false"
 
 
-def test_a_large_or_unknown_input_keeps_the_jvms_default(tmp_path, monkeypatch):
+def test_a_profiles_java_options_are_kept_beside_the_small_inputs(tmp_path, monkeypatch):
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    (conf / "odd.yaml").write_text("spark:\n  conf:\n    spark.driver.extraJavaOptions: "
+                                   "-Dmine=1 -XX:TieredStopAtLevel=1\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.xes").write_bytes(b"x" * 1000)
+    spec = submit_spec("process_mining", "local,odd", conf, job_args=["--log", "log.xes"])
+    assert spec.conf["spark.driver.extraJavaOptions"] == "-Dmine=1 -XX:TieredStopAtLevel=1"
+
+
+def test_a_large_or_unknown_input_keeps_the_profiles_settings(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     big = tmp_path / "log.xes.gz"
     with big.open("wb") as f:  # 7 MiB compressed counts as 70 MiB: over the local 64
@@ -139,15 +165,24 @@ def test_a_large_or_unknown_input_keeps_the_jvms_default(tmp_path, monkeypatch):
                  ["--urls", "urls.txt"]):
         spec = submit_spec("process_mining", "local", CONF, job_args=args)
         assert "spark.driver.extraJavaOptions" not in spec.conf, args
+        assert spec.conf["spark.sql.adaptive.enabled"] == "true", args
+        assert spec.conf["spark.sql.shuffle.partitions"] == "8", args
 
 
-def test_the_submit_section_rejects_unknown_keys_and_bad_limits(tmp_path):
-    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below: 10\n")
-    with pytest.raises(ConfigError, match="unknown key 'submit.quick_jit_below'"):
+def test_the_submit_section_rejects_unknown_keys_and_bad_values(tmp_path):
+    _with_odd_profile(tmp_path, "submit:\n  small_input_below: 10\n")
+    with pytest.raises(ConfigError, match="unknown key 'submit.small_input_below'"):
         submit_spec("coffee_shops", "local,odd", tmp_path)
-    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below_mb: lots\n")
+    _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: lots\n")
     with pytest.raises(ConfigError, match="expected a number of MiB"):
         submit_spec("coffee_shops", "local,odd", tmp_path)
-    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below_mb: null\n")
+    _with_odd_profile(tmp_path, "submit:\n  small_input_conf: [a, b]\n")
+    with pytest.raises(ConfigError, match="small_input_conf: expected Spark settings"):
+        submit_spec("coffee_shops", "local,odd", tmp_path)
+    _with_odd_profile(tmp_path, "submit:\n  small_input_conf:\n    a.b: {c: 1}\n")
+    with pytest.raises(ConfigError, match="small_input_conf: expected Spark settings"):
+        submit_spec("coffee_shops", "local,odd", tmp_path)
+    _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: null\n")
     spec = submit_spec("coffee_shops", "local,odd", tmp_path, job_args=[])
     assert "spark.driver.extraJavaOptions" not in spec.conf
+    assert spec.conf["spark.sql.adaptive.enabled"] == "true"

@@ -12,13 +12,16 @@ executor's working directory and ``spark.pyspark.python`` points there. In clien
 keeps the local interpreter (``spark.pyspark.driver.python``); in cluster mode it uses the packed
 one too.
 
-A profile whose ``submit.quick_jit_below_mb`` is set (the local one) starts the driver JVM with
-C1 only (``-XX:TieredStopAtLevel=1``, as the ``quick`` profile does) when the job's arguments
-(``--job-args ...``, last) name less input than that
-(:func:`sparkfield.deploy.input_size.input_bytes`): such a run spends its time planning and
-compiling rather than computing, and ends sooner without C2's compilations; a larger input, or
-one whose size cannot be told here, keeps the JVM's default. Driver Java options given in the
-conf or on the command line replace it.
+A profile whose ``submit.small_input_below_mb`` is set (the local one) gives a run whose job
+arguments (``--job-args ...``, last) name less input than that
+(:func:`sparkfield.deploy.input_size.input_bytes`) the Spark settings of
+``submit.small_input_conf`` over the profile's: such a run spends its time planning, not
+computing. The local profile's are C1 only for the driver JVM (``-XX:TieredStopAtLevel=1``, as
+the ``quick`` profile does), and no adaptive execution over two shuffle partitions: adaptive
+execution runs every shuffle of a plan as a job of its own and plans the rest again after
+each, which costs more than it saves on a few MB. A larger input, or one whose size cannot be
+told here, keeps the profile's settings. Java options join those of the profile; driver Java
+options on the command line (``--own-driver-java``) replace the small input's.
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ from sparkfield.deploy.input_size import input_bytes
 
 ENV_ALIAS = "environment"
 ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"
-SUBMIT_KEYS = ("python_env", "quick_jit_below_mb")
+SUBMIT_KEYS = ("python_env", "small_input_below_mb", "small_input_conf")
 DRIVER_JAVA = "spark.driver.extraJavaOptions"
-C1_ONLY = "-XX:TieredStopAtLevel=1"
+JAVA_OPTIONS = (DRIVER_JAVA, "spark.executor.extraJavaOptions")
 
 
 @dataclass
@@ -71,13 +74,15 @@ def _is_uri(path: str) -> bool:
 
 def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = None,
                 master: str | None = None, python_env: str | None = None,
-                driver_python: str | None = None, job_args: list[str] | None = None
-                ) -> SubmitSpec:
+                driver_python: str | None = None, job_args: list[str] | None = None,
+                own_driver_java: bool = False) -> SubmitSpec:
     """The spark-submit settings of ``job`` under ``profile``.
 
     ``python_env`` (else the profile's ``submit.python_env``) is a venv-pack archive: a local
     path, relative to the project root, or a URI the cluster can read (hdfs://, s3a://, ...).
-    ``job_args``: the job's own arguments, when known, for the size of its input."""
+    ``job_args``: the job's own arguments, when known, for the size of its input;
+    ``own_driver_java``: the command line gives the driver's Java options (a small input's
+    are left out)."""
     cfg = load_config(job, profile, conf_dir)
     submit = _submit_section(cfg.raw.get("submit"))
     root = find_conf_dir(conf_dir)
@@ -92,11 +97,14 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
     spec = SubmitSpec(name=f"{cfg.spark.app_name}-{job}", master=master or cfg.spark.master,
                       deploy_mode=deploy_mode, conf=conf,
                       files=[str(f.resolve()) for f in files])
-    limit = submit.get("quick_jit_below_mb")
-    if limit is not None and job_args is not None and DRIVER_JAVA not in spec.conf:
+    limit = submit.get("small_input_below_mb")
+    if limit is not None and job_args is not None:
         size = input_bytes(job_args)
         if size is not None and size < float(limit) * 2**20:
-            spec.conf[DRIVER_JAVA] = C1_ONLY
+            small = dict(submit.get("small_input_conf") or {})
+            if own_driver_java:
+                small.pop(DRIVER_JAVA, None)
+            _overlay(spec.conf, small)
     env = python_env or submit.get("python_env")
     if env:
         if not _is_uri(env):
@@ -114,6 +122,15 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
     return spec
 
 
+def _overlay(conf: dict[str, str], settings: dict[str, str]) -> None:
+    """``settings`` over ``conf``; Java options are added to the ones already there."""
+    for key, value in settings.items():
+        if key in JAVA_OPTIONS and conf.get(key):
+            have = conf[key].split()
+            value = " ".join([*have, *(o for o in value.split() if o not in have)])
+        conf[key] = value
+
+
 def _submit_section(section: object) -> dict:
     """The profile's ``submit`` keys, checked: an unknown key is an error."""
     section = section or {}
@@ -122,10 +139,17 @@ def _submit_section(section: object) -> dict:
     for key in section:
         if key not in SUBMIT_KEYS:
             raise ConfigError(f"unknown key 'submit.{key}' (keys: {', '.join(SUBMIT_KEYS)})")
-    limit = section.get("quick_jit_below_mb")
+    limit = section.get("small_input_below_mb")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
                               or limit < 0):
-        raise ConfigError(f"submit.quick_jit_below_mb: expected a number of MiB, got {limit!r}")
+        raise ConfigError(f"submit.small_input_below_mb: expected a number of MiB, got {limit!r}")
+    small = section.get("small_input_conf")
+    if small is not None:
+        if not isinstance(small, dict) or not all(
+                isinstance(v, str | int | float) for v in small.values()):
+            raise ConfigError("submit.small_input_conf: expected Spark settings (key: value)")
+        section = {**section, "small_input_conf": {
+            str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in small.items()}}
     return section
 
 
@@ -151,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master")
     p.add_argument("--python-env", help="venv-pack archive shipped to the executors")
     p.add_argument("--driver-python", help="the local interpreter (client mode)")
+    p.add_argument("--own-driver-java", action="store_true",
+                   help="the command line gives the driver's Java options")
     p.add_argument("--job-args", nargs=argparse.REMAINDER,
                    help="the job's own arguments (last): the size of its input")
     a = p.parse_args(argv)
@@ -160,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         spec = submit_spec(a.job, a.profile, a.conf_dir, a.master, a.python_env,
-                           a.driver_python, a.job_args)
+                           a.driver_python, a.job_args, a.own_driver_java)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
