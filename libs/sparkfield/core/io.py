@@ -43,17 +43,22 @@ def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
     return fs, jpath
 
 
-def append_parts(spark: SparkSession, parts_dir: str, out: Any) -> None:
+def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -> None:
     """Spark's ``part-*`` files under ``parts_dir``, in order, copied onto the open Hadoop
-    output stream ``out`` by the JVM (the bytes never pass through Python); the folder is then
-    deleted."""
+    output stream ``out`` by the JVM (the bytes never pass through Python), less the first
+    ``skip`` bytes of the first file that has any; the folder is then deleted."""
     jvm = spark.sparkContext._jvm
     fs, jparts = hadoop_fs(spark, parts_dir)
-    names = sorted(s.getPath().getName() for s in fs.listStatus(jparts)
+    parts = sorted((s.getPath().getName(), s.getLen()) for s in fs.listStatus(jparts)
                    if s.getPath().getName().startswith("part-"))
-    for name in names:
+    for name, size in parts:
+        if not size:
+            continue
         stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts_dir}/{name}"))
         try:
+            if skip:
+                jvm.org.apache.hadoop.io.IOUtils.skipFully(stream, skip)
+                skip = 0
             jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
         finally:
             stream.close()

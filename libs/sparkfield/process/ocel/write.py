@@ -139,19 +139,19 @@ def event_lines(tables: OcelTables) -> DataFrame:
         F.to_json(doc).alias("line"))
 
 
-def _with_commas(lines: DataFrame) -> DataFrame:
-    """JSON array elements: every line but the first ends the previous one with a comma."""
-    first = lines.first()
-    if first is None:
-        return lines
-    return lines.select(F.when(F.col("line") == F.lit(first["line"]), F.col("line"))
-                        .otherwise(F.concat(F.lit(","), F.col("line"))).alias("line"))
+@dataclass(frozen=True)
+class Elements:
+    """The texts of ``lines`` (one ``line`` column, already ordered) as the elements of a
+    JSON array: a comma between two of them."""
+
+    lines: DataFrame
 
 
-def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataFrame],
+def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | Elements],
                   scratch: str) -> None:
-    """Literal texts and DataFrames (one ``line`` column, already ordered, written by the
-    executors) concatenated into one file."""
+    """Literal texts and array elements (written by the executors) concatenated into one
+    file. Every element is written after a comma, and the first comma is left out as the
+    parts are joined: no job to find the first element."""
     tfs, jtarget = hadoop_fs(spark, target)
     out = tfs.create(jtarget, True)
     try:
@@ -160,8 +160,9 @@ def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataF
                 out.write(bytearray(piece.encode("utf-8")))
                 continue
             parts = f"{scratch}/piece-{i}"
-            piece.write.mode("overwrite").text(parts)
-            append_parts(spark, parts, out)
+            (piece.lines.select(F.concat(F.lit(","), F.col("line")).alias("line"))
+             .write.mode("overwrite").text(parts))
+            append_parts(spark, parts, out, skip=1)
     finally:
         out.close()
     fs, jscratch = hadoop_fs(spark, scratch)
@@ -176,8 +177,8 @@ def write_json(spark: SparkSession, tables: OcelTables, types: Types, target: st
     head = ('{\n"objectTypes": ' + json.dumps(described(types.objects), ensure_ascii=False)
             + ',\n"eventTypes": ' + json.dumps(described(types.events), ensure_ascii=False)
             + ',\n"objects": [\n')
-    concat_pieces(spark, target, [head, _with_commas(object_lines(tables)), '],\n"events": [\n',
-                                  _with_commas(event_lines(tables)), "]\n}\n"],
+    concat_pieces(spark, target, [head, Elements(object_lines(tables)), '],\n"events": [\n',
+                                  Elements(event_lines(tables)), "]\n}\n"],
                   f"{target}.__parts")
 
 
