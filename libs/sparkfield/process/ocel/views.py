@@ -15,6 +15,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sparkfield.core.collect import collect_small
 from sparkfield.core.report import Stats
 from sparkfield.process.analysis.views import (
     Views,
@@ -134,13 +135,10 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
     arcs = pairs(seqs, OTYPE)
     dfg = (arcs.groupBy(OTYPE, "source", "target")
            .agg(F.count(F.lit(1)).alias("frequency"), F.avg("d").alias("mean_s"),
-                F.percentile("d", 0.5).alias("median_s"))).toPandas()
-    dfgs = _split(dfg, otypes, ["frequency", "source", "target"], [False, True, True])
+                F.percentile("d", 0.5).alias("median_s")))
     acts = (seqs.select(OTYPE, CASE, F.explode("seq.a").alias(ACTIVITY))
             .groupBy(OTYPE, ACTIVITY)
-            .agg(F.count(F.lit(1)).alias("events"), F.countDistinct(CASE).alias("cases"))
-            ).toPandas()
-    activities = _split(acts, otypes, ["events", ACTIVITY], [False, True])
+            .agg(F.count(F.lit(1)).alias("events"), F.countDistinct(CASE).alias("cases")))
     n_cases = {t: sizes.get(t, (0, 0))[0] for t in otypes}
     case_table = cases(seqs).withColumn(OTYPE, _type_of(F.col(CASE)))
     share = F.col("cases") / F.element_at(F.create_map(*[
@@ -148,10 +146,20 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
     variants = _persist(case_table.groupBy(OTYPE, "variant").agg(
         F.count(F.lit(1)).alias("cases"), F.avg("duration_s").alias("mean_duration_s"))
         .withColumn("share", share), stack)
-    collected = {}
+    case_type = mapping.case_object_type
+    own = None if case_type is None else seqs.where(F.col(OTYPE) == case_type).select(
+        object_key(case_type, F.col(CASE)).alias(CASE), "seq")
+    queries = {"dfg": dfg, "activities": acts}
     if sum(n_cases.values()) <= SMALL_CASES:
-        collected = _split(variants.select(OTYPE, *VARIANT_COLUMNS).toPandas(), otypes,
-                           ["cases", "variant"], [False, True])
+        queries["variants"] = variants.select(OTYPE, *VARIANT_COLUMNS)
+    if own is not None:
+        queries["endpoints"] = _endpoints(own)
+    got = collect_small(queries)  # small queries, run side by side
+    dfgs = _split(got["dfg"], otypes, ["frequency", "source", "target"], [False, True, True])
+    activities = _split(got["activities"], otypes, ["events", ACTIVITY], [False, True])
+    collected = {}
+    if "variants" in got:
+        collected = _split(got["variants"], otypes, ["cases", "variant"], [False, True])
     out = {}
     for otype in otypes:
         small = {"dfg": dfgs[otype], "activities": activities[otype]}
@@ -163,24 +171,23 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
                        flattened={"cases": n_cases[otype],
                                   "events": sizes.get(otype, (0, 0))[1] or 0,
                                   "dfg_arcs": len(small["dfg"])})
-        if otype == mapping.case_object_type:
+        if otype == case_type and own is not None:
             tv.events = _persist(flatten(tables, otype), stack)
-            own = seqs.where(F.col(OTYPE) == otype).select(
-                object_key(otype, F.col(CASE)).alias(CASE), "seq")
             tv.views = replace(compute_views(tv.events, own, n_cases[otype]),
                                variants=mine)
-            small.update(_endpoints(own))
+            split = _split(got["endpoints"], ["start", "end"], ["cases", ACTIVITY],
+                           [False, True])
+            small.update(start_activities=split["start"], end_activities=split["end"])
         out[otype] = tv
     return out
 
 
-def _endpoints(seqs: DataFrame) -> dict[str, pd.DataFrame]:
-    """start_activities and end_activities (activity, cases) of one type's sequences, in
-    one Spark job, ordered as ``process.views.endpoint_activities`` orders them."""
+def _endpoints(seqs: DataFrame) -> DataFrame:
+    """The start and end activities of one type's sequences in one query: ``ocel_type``
+    (start or end), activity, cases; :func:`_split` orders them as
+    ``process.views.endpoint_activities`` does."""
     ends = seqs.select(F.element_at("seq", 1)["a"].alias("start"),
                        F.element_at("seq", -1)["a"].alias("end"))
-    both = (ends.select(F.lit("start").alias(OTYPE), F.col("start").alias(ACTIVITY))
+    return (ends.select(F.lit("start").alias(OTYPE), F.col("start").alias(ACTIVITY))
             .unionByName(ends.select(F.lit("end").alias(OTYPE), F.col("end").alias(ACTIVITY)))
-            .groupBy(OTYPE, ACTIVITY).agg(F.count(F.lit(1)).alias("cases")).toPandas())
-    split = _split(both, ["start", "end"], ["cases", ACTIVITY], [False, True])
-    return {"start_activities": split["start"], "end_activities": split["end"]}
+            .groupBy(OTYPE, ACTIVITY).agg(F.count(F.lit(1)).alias("cases")))
