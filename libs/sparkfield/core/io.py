@@ -21,17 +21,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.csv_header import column_names
 from sparkfield.core.errors import InputError
 
 CORRUPT_COL = "_corrupt_record"
 
-REJECTS_SCHEMA = T.StructType(
-    [
-        T.StructField("source", T.StringType(), False),
-        T.StructField("reason", T.StringType(), False),
-        T.StructField("record", T.StringType(), True),
-    ]
-)
+REJECTS_SCHEMA = T.StructType([T.StructField("source", T.StringType(), False),
+                               T.StructField("reason", T.StringType(), False),
+                               T.StructField("record", T.StringType(), True)])
 
 
 
@@ -109,8 +106,9 @@ def read_text_file(spark: SparkSession, path: str) -> str:
 
 
 def csv_header(spark: SparkSession, path: str, **options: str) -> list[str]:
-    """Column names of a CSV file without scanning it (reads the first line only)."""
-    return spark.read.options(header="true", inferSchema="false", **options).csv(path).columns
+    """Column names of a CSV file without scanning it: read by Python from a plain local file
+    (:mod:`sparkfield.core.csv_header`), else by a Spark job that reads the first record."""
+    return column_names(spark, path, options)
 
 
 # columnPruning off: read line by line (multiLine false), Spark's parser would otherwise parse
