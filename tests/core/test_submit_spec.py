@@ -173,6 +173,9 @@ def test_the_submit_section_rejects_unknown_keys_and_bad_values(tmp_path):
     _with_odd_profile(tmp_path, "submit:\n  small_input_below: 10\n")
     with pytest.raises(ConfigError, match="unknown key 'submit.small_input_below'"):
         submit_spec("coffee_shops", "local,odd", tmp_path)
+    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below_mb: 10\n")
+    with pytest.raises(ConfigError, match="is now submit.small_input_below_mb"):
+        submit_spec("coffee_shops", "local,odd", tmp_path)
     _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: lots\n")
     with pytest.raises(ConfigError, match="expected a number of MiB"):
         submit_spec("coffee_shops", "local,odd", tmp_path)

@@ -137,6 +137,9 @@ def _submit_section(section: object) -> dict:
     if not isinstance(section, dict):
         raise ConfigError("submit: expected a mapping of " + ", ".join(SUBMIT_KEYS))
     for key in section:
+        if key == "quick_jit_below_mb":  # its earlier name, when it chose the JIT alone
+            raise ConfigError("submit.quick_jit_below_mb is now submit.small_input_below_mb "
+                              "(with submit.small_input_conf: what a small input gets)")
         if key not in SUBMIT_KEYS:
             raise ConfigError(f"unknown key 'submit.{key}' (keys: {', '.join(SUBMIT_KEYS)})")
     limit = section.get("small_input_below_mb")
