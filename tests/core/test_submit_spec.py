@@ -146,10 +146,8 @@ def test_a_small_input_gets_c1_only_and_no_adaptive_execution(tmp_path, monkeypa
 
 
 def test_a_profiles_java_options_are_kept_beside_the_small_inputs(tmp_path, monkeypatch):
-    conf = tmp_path / "conf"
-    shutil.copytree(CONF, conf)
-    (conf / "odd.yaml").write_text("spark:\n  conf:\n    spark.driver.extraJavaOptions: "
-                                   "-Dmine=1 -XX:TieredStopAtLevel=1\n")
+    conf = _with_odd_profile(tmp_path, "spark:\n  conf:\n    spark.driver.extraJavaOptions: "
+                                       "-Dmine=1 -XX:TieredStopAtLevel=1\n")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.xes").write_bytes(b"x" * 1000)
     spec = submit_spec("process_mining", "local,odd", conf, job_args=["--log", "log.xes"])
@@ -169,22 +167,20 @@ def test_a_large_or_unknown_input_keeps_the_profiles_settings(tmp_path, monkeypa
         assert spec.conf["spark.sql.shuffle.partitions"] == "8", args
 
 
-def test_the_submit_section_rejects_unknown_keys_and_bad_values(tmp_path):
-    _with_odd_profile(tmp_path, "submit:\n  small_input_below: 10\n")
-    with pytest.raises(ConfigError, match="unknown key 'submit.small_input_below'"):
+@pytest.mark.parametrize("section, message", [
+    ("small_input_below: 10", "unknown key 'submit.small_input_below'"),
+    ("quick_jit_below_mb: 10", "is now submit.small_input_below_mb"),
+    ("small_input_below_mb: lots", "expected a number of MiB"),
+    ("small_input_conf: [a, b]", "small_input_conf: expected Spark settings"),
+    ("small_input_conf:\n    a.b: {c: 1}", "small_input_conf: expected Spark settings"),
+])
+def test_the_submit_section_rejects_unknown_keys_and_bad_values(tmp_path, section, message):
+    _with_odd_profile(tmp_path, f"submit:\n  {section}\n")
+    with pytest.raises(ConfigError, match=message):
         submit_spec("coffee_shops", "local,odd", tmp_path)
-    _with_odd_profile(tmp_path, "submit:\n  quick_jit_below_mb: 10\n")
-    with pytest.raises(ConfigError, match="is now submit.small_input_below_mb"):
-        submit_spec("coffee_shops", "local,odd", tmp_path)
-    _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: lots\n")
-    with pytest.raises(ConfigError, match="expected a number of MiB"):
-        submit_spec("coffee_shops", "local,odd", tmp_path)
-    _with_odd_profile(tmp_path, "submit:\n  small_input_conf: [a, b]\n")
-    with pytest.raises(ConfigError, match="small_input_conf: expected Spark settings"):
-        submit_spec("coffee_shops", "local,odd", tmp_path)
-    _with_odd_profile(tmp_path, "submit:\n  small_input_conf:\n    a.b: {c: 1}\n")
-    with pytest.raises(ConfigError, match="small_input_conf: expected Spark settings"):
-        submit_spec("coffee_shops", "local,odd", tmp_path)
+
+
+def test_a_null_limit_turns_the_small_input_settings_off(tmp_path):
     _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: null\n")
     spec = submit_spec("coffee_shops", "local,odd", tmp_path, job_args=[])
     assert "spark.driver.extraJavaOptions" not in spec.conf

@@ -105,12 +105,6 @@ def read_text_file(spark: SparkSession, path: str) -> str:
         raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
-def csv_header(spark: SparkSession, path: str, **options: str) -> list[str]:
-    """Column names of a CSV file without scanning it: read by Python from a plain local file
-    (:mod:`sparkfield.core.csv_header`), else by a Spark job that reads the first record."""
-    return column_names(spark, path, options)
-
-
 # columnPruning off: read line by line (multiLine false), Spark's parser would otherwise parse
 # only the columns a query selects and take a line with too many or too few fields for a good row
 CSV_DEFAULTS = {"multiLine": "true", "escape": '"', "columnPruning": "false"}
@@ -132,7 +126,7 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
     :func:`csv_options`, so quoted line breaks stay inside their field."""
     require_path(spark, path, "input")
     options = csv_options(**options)
-    cols = csv_header(spark, path, **options)
+    cols = column_names(spark, path, options)  # without scanning the file
     if not cols:
         raise InputError(f"{path}: empty file or no header")
     schema = T.StructType(

@@ -171,7 +171,7 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
                        flattened={"cases": n_cases[otype],
                                   "events": sizes.get(otype, (0, 0))[1] or 0,
                                   "dfg_arcs": len(small["dfg"])})
-        if otype == case_type and own is not None:
+        if otype == case_type:
             tv.events = _persist(flatten(tables, otype), stack)
             tv.views = replace(compute_views(tv.events, own, n_cases[otype]),
                                variants=mine)

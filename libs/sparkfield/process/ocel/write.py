@@ -139,19 +139,12 @@ def event_lines(tables: OcelTables) -> DataFrame:
         F.to_json(doc).alias("line"))
 
 
-@dataclass(frozen=True)
-class Elements:
-    """The texts of ``lines`` (one ``line`` column, already ordered) as the elements of a
-    JSON array: a comma between two of them."""
-
-    lines: DataFrame
-
-
-def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | Elements],
+def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataFrame],
                   scratch: str) -> None:
-    """Literal texts and array elements (written by the executors) concatenated into one
-    file. Every element is written after a comma, and the first comma is left out as the
-    parts are joined: no job to find the first element."""
+    """Literal texts and JSON array elements (a DataFrame of one ``line`` column, already
+    ordered, written by the executors) concatenated into one file. Every element is written
+    after a comma, and the first comma is left out as the parts are joined: no job to find
+    the first element."""
     tfs, jtarget = hadoop_fs(spark, target)
     out = tfs.create(jtarget, True)
     try:
@@ -160,7 +153,7 @@ def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | Eleme
                 out.write(bytearray(piece.encode("utf-8")))
                 continue
             parts = f"{scratch}/piece-{i}"
-            (piece.lines.select(F.concat(F.lit(","), F.col("line")).alias("line"))
+            (piece.select(F.concat(F.lit(","), F.col("line")).alias("line"))
              .write.mode("overwrite").text(parts))
             append_parts(spark, parts, out, skip=1)
     finally:
@@ -177,8 +170,8 @@ def write_json(spark: SparkSession, tables: OcelTables, types: Types, target: st
     head = ('{\n"objectTypes": ' + json.dumps(described(types.objects), ensure_ascii=False)
             + ',\n"eventTypes": ' + json.dumps(described(types.events), ensure_ascii=False)
             + ',\n"objects": [\n')
-    concat_pieces(spark, target, [head, Elements(object_lines(tables)), '],\n"events": [\n',
-                                  Elements(event_lines(tables)), "]\n}\n"],
+    concat_pieces(spark, target, [head, object_lines(tables), '],\n"events": [\n',
+                                  event_lines(tables), "]\n}\n"],
                   f"{target}.__parts")
 
 
