@@ -63,37 +63,34 @@ def nltk_sentences(text: str) -> list[str]:
     return _by_paragraph(text, sentence_splitter().tokenize)
 
 
-def _ascii_table() -> np.ndarray:
-    """Byte -> byte: ``A-Z`` lower-cased, ``a-z0-9_`` kept, every other byte a space."""
+def _word_byte_table() -> np.ndarray:
+    """Byte -> byte: ``A-Z`` lower-cased, ``a-z0-9_`` and every non-ASCII byte kept, every
+    other byte a space (see :func:`_byte_tokens`)."""
     table = np.full(256, ord(" "), np.uint8)
+    table[0x80:] = np.arange(0x80, 256, dtype=np.uint8)
     for c in "abcdefghijklmnopqrstuvwxyz0123456789_":
         table[ord(c)] = ord(c)
         table[ord(c.upper())] = ord(c)
     return table
 
 
-ASCII_WORD_BYTES = _ascii_table()
+WORD_BYTES = _word_byte_table()
 
 
 def token_arrays(texts: pa.Array) -> pa.ListArray:
     """:func:`tokens` of every string of ``texts`` (no nulls), as one Arrow list array.
 
     ASCII strings are tokenised on their bytes (``A-Z`` lower-cased, every byte outside
-    ``a-z0-9_`` a break: exactly ``\\w`` there); the others by :func:`tokens` itself, whose
-    Unicode lower-casing and ``\\w`` differ (``"İ".lower()`` is two characters)."""
+    ``a-z0-9_`` a break: exactly ``\\w`` there). A string with other characters is replaced by
+    its :func:`tokens` joined by spaces (Unicode lower-casing and ``\\w`` differ: ``"İ".lower()``
+    is two characters), which the same byte rule cuts back into those tokens, in place."""
     texts = texts.cast(pa.string())
-    is_ascii = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
-    if is_ascii.all():
-        return _ascii_tokens(texts)
-    fast = np.flatnonzero(is_ascii)
-    slow = np.flatnonzero(~is_ascii)
-    slow_tokens = pa.array([tokens(t) for t in texts.take(slow).to_pylist()],
-                           pa.list_(pa.string()))
-    both = pa.concat_arrays([_ascii_tokens(texts.take(fast)), slow_tokens])
-    order = np.empty(len(texts), np.int64)
-    order[fast] = np.arange(len(fast))
-    order[slow] = len(fast) + np.arange(len(slow))
-    return both.take(pa.array(order))
+    is_ascii = pc.string_is_ascii(texts)
+    other = pc.invert(is_ascii)
+    if not pc.any(other).as_py():
+        return _byte_tokens(texts)
+    joined = [" ".join(tokens(t)) for t in texts.filter(other).to_pylist()]
+    return _byte_tokens(pc.replace_with_mask(texts, other, pa.array(joined, pa.string())))
 
 
 def document_tokens(texts: pa.Array) -> pa.ListArray:
@@ -129,14 +126,15 @@ def text_chunks(texts: pa.Array, max_bytes: int) -> Iterator[tuple[int, int]]:
         yield start, len(sizes)
 
 
-def _ascii_tokens(texts: pa.StringArray) -> pa.ListArray:
-    """Tokens of ASCII strings from their bytes with numpy: a token is a run of word bytes
-    within one string; its bytes, lower-cased, are copied into one buffer."""
+def _byte_tokens(texts: pa.StringArray) -> pa.ListArray:
+    """Tokens of strings from their bytes with numpy: a token is a run of word bytes (see
+    :data:`WORD_BYTES`) within one string; its bytes, lower-cased, are copied into one buffer.
+    Exactly :func:`tokens` for ASCII strings and for tokens joined by spaces."""
     _, offsets, data = texts.buffers()
     off = np.frombuffer(offsets, np.int32)[texts.offset:texts.offset + len(texts) + 1]
     if data is None or not len(texts) or off[-1] == off[0]:  # no characters at all
         return pa.array([[] for _ in range(len(texts))], pa.list_(pa.string()))
-    mapped = ASCII_WORD_BYTES[np.frombuffer(data, np.uint8)[off[0]:off[-1]]]
+    mapped = WORD_BYTES[np.frombuffer(data, np.uint8)[off[0]:off[-1]]]
     word = mapped != ord(" ")
     cuts = off[1:-1] - off[0]  # where a string starts: no token runs across
     cuts = cuts[cuts < len(word)]
