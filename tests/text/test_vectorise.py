@@ -143,3 +143,33 @@ def test_tfidf_weights_equal_the_smoothed_idf_formula_and_scikit_learn(spark, do
 def test_bad_mode_is_rejected(docs):
     with pytest.raises(ValueError, match="vector must be one of"):
         term_vectors(term_counts(docs), ["x"], "bm25")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_sentence_vectors_built_in_the_split_equal_the_count_vectorizer(spark, binary):
+    """The job's sentence vectors (built in the Python pass that splits and tokenises) are
+    Spark ML's CountVectorizerModel on the same sentences' tokens, row for row, and the
+    tokens and sentences are those of the pass without vectors."""
+    from sparkfield.text.bag_of_words.functions import sentence_token_rows, sentence_vector_rows
+
+    rows = [("d1", "u1", "The cat sat. The cat ran! Zebra, zebra, ZEBRA?\nNo words here..."),
+            ("d2", None, "Naïve café. İstanbul cafés the the the. Dr. Smith left."),
+            ("d3", "u3", None), ("d4", "u4", ""), ("d5", "u5", "... !!!\n\n  ")]
+    docs = spark.createDataFrame(rows, "doc_id string, url string, text string").repartition(2)
+    vocab = ["the", "zebra", "cat", "café", "i", "missing", "smith"]
+    got = sentence_vector_rows(docs, vocab, binary=binary, output_col="v")
+    want = token_vectors(sentence_token_rows(docs), vocab, "binary" if binary else "count",
+                         out_col="v")
+    key = ["doc_id", "sentence_idx"]
+    got_rows = {tuple(r[k] for k in key): r.asDict() for r in got.collect()}
+    want_rows = {tuple(r[k] for k in key): r.asDict() for r in want.collect()}
+    assert got_rows == want_rows and len(got_rows) > 6
+    assert any(r["v"].numNonzeros() > 1 for r in got_rows.values())
+    assert any(r["v"].numNonzeros() == 0 for r in got_rows.values())
+    assert got.columns == want.columns
+    empty = vectorise.token_count_vectors(pa.array([], pa.list_(pa.string())),
+                                          pa.array(vocab), binary)
+    assert len(empty) == 0
+    none = vectorise.token_count_vectors(pa.array([["a"]], pa.list_(pa.string())),
+                                         pa.array([], pa.string()), binary)
+    assert none.to_pylist() == [{"type": 0, "size": 0, "indices": [], "values": []}]

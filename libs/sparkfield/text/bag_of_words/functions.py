@@ -12,12 +12,14 @@ raises :class:`~sparkfield.core.errors.ColumnError` naming it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -35,7 +37,7 @@ from sparkfield.text.bag_of_words.normalise import (
 )
 from sparkfield.text.bag_of_words.parse import SENT_SCHEMA, check_extract, parse_page
 from sparkfield.text.bag_of_words.stage_params import job_default, vocabulary_args
-from sparkfield.text.bag_of_words.vectorise import token_stats, top_vocabulary
+from sparkfield.text.bag_of_words.vectorise import token_count_vectors, token_stats, top_vocabulary
 from sparkfield.text.pages.charset import decode_page, header_charset
 from sparkfield.text.params import BAG_OF_WORDS
 
@@ -164,6 +166,30 @@ def sentence_token_rows(df: DataFrame) -> DataFrame:
         require_type(df, name, _is_text, "a string column")
     return df.select("doc_id", "url", "text").mapInArrow(in_worker(_sentence_batches),
                                                           SENT_SCHEMA)
+
+
+def sentence_vector_rows(df: DataFrame, vocabulary: Sequence[str], binary: bool = False,
+                         output_col: str = "vector") -> DataFrame:
+    """:func:`sentence_token_rows` with each sentence's vector over ``vocabulary`` in
+    ``output_col``: what Spark ML's ``CountVectorizerModel.from_vocabulary(vocabulary,
+    binary=binary)`` gives on the tokens, built in the same pass (no conversion of every token
+    array to a JVM collection, no second scan)."""
+    for name in ("doc_id", "url", "text"):
+        require_type(df, name, _is_text, "a string column")
+    if output_col in SENT_SCHEMA.names:
+        raise ConfigError(f"output column {output_col!r} is one of the sentence columns")
+    schema = T.StructType([*SENT_SCHEMA.fields, T.StructField(output_col, VectorUDT(), False)])
+    run = functools.partial(_sentence_vector_batches, words=list(vocabulary), binary=binary,
+                            output_col=output_col)
+    return df.select("doc_id", "url", "text").mapInArrow(in_worker(run), schema)
+
+
+def _sentence_vector_batches(batches: Iterator[pa.RecordBatch], words: list[str], binary: bool,
+                             output_col: str) -> Iterator[pa.RecordBatch]:
+    value_set = pa.array(words, pa.string())
+    for b in _sentence_batches(batches):
+        vectors = token_count_vectors(b.column(4), value_set, binary)
+        yield pa.RecordBatch.from_arrays([*b.columns, vectors], names=[*b.schema.names, output_col])
 
 
 SENTENCE_BATCH_CHARS = 16 << 20  # text per output batch: a book-sized row is not a batch

@@ -4,8 +4,10 @@ Documents are counted where they are tokenised: the Python worker turns each tex
 distinct terms and their counts (``term_counts``), so only one row per (document, distinct
 term) reaches the JVM instead of one per token. The vocabulary is aggregated from those rows
 and the sparse vectors are built from them (``term_vectors``). Sentences keep their token
-arrays (they are part of the output) and are vectorised by Spark ML's ``CountVectorizerModel``
-(``token_vectors``); both ways give the same vector for the same tokens.
+arrays (they are part of the output); the job builds their vectors in the Python pass that
+splits them (``token_count_vectors``), and Spark ML's ``CountVectorizerModel``
+(``token_vectors``) vectorises token arrays in Spark. All ways give the same vector for the
+same tokens.
 """
 
 from __future__ import annotations
@@ -141,12 +143,36 @@ def _sparse_rows(terms: pa.ListArray, counts: pa.ListArray, value_set: pa.Array,
     vals = (np.ones(len(ids)) if binary
             else counts.flatten().to_numpy().astype(np.float64)[hit])
     order = np.lexsort((ids, rows))
+    return _sparse_struct(n_rows, rows, ids[order], vals[order], size)
+
+
+def token_count_vectors(tokens: pa.ListArray, value_set: pa.Array, binary: bool
+                        ) -> pa.StructArray:
+    """The vector of each token list of ``tokens`` over the vocabulary ``value_set`` (index =
+    position), in VectorUDT's storage layout: what Spark ML's ``CountVectorizerModel`` gives
+    (occurrences, or 1.0 when ``binary``; indices ascending), for a whole batch at once."""
+    n_rows, size = len(tokens), len(value_set)
+    lengths = pc.list_value_length(tokens).to_numpy(zero_copy_only=False)
+    idx = pc.index_in(pc.list_flatten(tokens), value_set=value_set)
+    hit = idx.is_valid().to_numpy(zero_copy_only=False)
+    rows = np.repeat(np.arange(n_rows, dtype=np.int64), lengths)[hit]
+    keys, counts = np.unique(rows * max(size, 1) + idx.drop_null().to_numpy(),
+                             return_counts=True)  # sorted: by row, then index
+    rows, ids = np.divmod(keys, max(size, 1))
+    vals = np.ones(len(keys)) if binary else counts.astype(np.float64)
+    return _sparse_struct(n_rows, rows, ids.astype(np.int32), vals, size)
+
+
+def _sparse_struct(n_rows: int, rows: np.ndarray, ids: np.ndarray, vals: np.ndarray,
+                   size: int) -> pa.StructArray:
+    """Sparse vectors of ``size`` from their entries (row, index, value), sorted by row and
+    then index, as VectorUDT stores them (type 0 = sparse)."""
     offsets = np.zeros(n_rows + 1, np.int32)
     np.cumsum(np.bincount(rows, minlength=n_rows), out=offsets[1:])
     return pa.StructArray.from_arrays(
         [pa.array(np.zeros(n_rows, np.int8)), pa.array(np.full(n_rows, size, np.int32)),
-         pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids[order])),
-         pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals[order]))],
+         pa.ListArray.from_arrays(pa.array(offsets), pa.array(ids, pa.int32())),
+         pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals, pa.float64()))],
         names=["type", "size", "indices", "values"])
 
 
@@ -172,7 +198,7 @@ def term_vectors(terms: DataFrame, vocab: Sequence[str], mode: str, out_col: str
                                              names=[*keep, tmp])
 
     counted = terms.mapInArrow(in_worker(build), schema)
-    return counted if mode != "tfidf" else _tfidf(counted, tmp, out_col)
+    return counted if mode != "tfidf" else idf_weighted(counted, tmp, out_col)
 
 
 def token_vectors(df: DataFrame, vocab: Sequence[str], mode: str, tokens_col: str = "tokens",
@@ -183,9 +209,11 @@ def token_vectors(df: DataFrame, vocab: Sequence[str], mode: str, tokens_col: st
     cv = CountVectorizerModel.from_vocabulary(list(vocab), inputCol=tokens_col, outputCol=tmp,
                                               binary=(mode == "binary"))
     counted = cv.transform(df)
-    return counted if mode != "tfidf" else _tfidf(counted, tmp, out_col)
+    return counted if mode != "tfidf" else idf_weighted(counted, tmp, out_col)
 
 
-def _tfidf(counted: DataFrame, tf_col: str, out_col: str) -> DataFrame:
+def idf_weighted(counted: DataFrame, tf_col: str, out_col: str) -> DataFrame:
+    """The count vectors of ``tf_col`` weighted by Spark ML's ``IDF`` fitted on these rows, in
+    ``out_col`` (``tf_col`` dropped). Runs a Spark job (the fit)."""
     model = IDF(inputCol=tf_col, outputCol=out_col).fit(counted)
     return model.transform(counted).drop(tf_col)

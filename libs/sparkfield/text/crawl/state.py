@@ -170,15 +170,18 @@ class CrawlState:
         report.counts["pages_parsed"] = todo.count()
         return fresh.join(hashes, "doc_id").unionByName(kept)
 
-    def sentences_of(self, good: DataFrame, split: Callable[[DataFrame], DataFrame]
-                     ) -> DataFrame:
-        """Sentences of the ``good`` documents: stored ones for reused documents."""
+    def sentences_of(self, good: DataFrame, split: Callable[[DataFrame], DataFrame],
+                     vectorise: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
+        """Sentences of the ``good`` documents: stored ones for reused documents, given the
+        columns ``split`` adds to theirs by ``vectorise`` (their vectors of this run)."""
         if not self.reusable:
             return split(good)
         reused = good.join(self.documents.select(*KEY), KEY, "left_semi").select("doc_id")
         fresh = split(good.join(reused, "doc_id", "left_anti"))
-        return fresh.unionByName(self.sentences.join(reused, "doc_id", "left_semi")
-                                 .select(*fresh.columns))
+        stored = self.sentences.join(reused, "doc_id", "left_semi")
+        if vectorise is not None:
+            stored = vectorise(stored)
+        return fresh.unionByName(stored.select(*fresh.columns))
 
     def term_counts(self, good: DataFrame, count: Callable[[DataFrame], DataFrame],
                     keep: Sequence[str]) -> DataFrame:
