@@ -10,6 +10,7 @@ its writers; each step is a building block of its own subpackage."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -396,7 +397,8 @@ def _documents(p: BagOfWordsParams, ok: DataFrame, state: CrawlState, stats: Sta
     ``stack`` closes."""
     with stats.step("parse"):
         parsed = state.parsed(
-            ok, lambda todo: parse_documents(todo, p.extract, p.selector), stats)
+            ok, lambda todo: parse_documents(todo, p.extract, p.selector, keep=(HASH,)),
+            stats)
     return stack.enter_context(cached(parsed, "documents", report=stats))
 
 
@@ -438,32 +440,35 @@ def _count_sentences(spark: SparkSession, c: BagOfWordsComputed, out: AtomicOutp
         report.outputs["sentences"] = frame.count()
 
 
-def parse_documents(pages: DataFrame, extract: str, selector: str) -> DataFrame:
-    """Pages (doc_id, url, html) -> documents (DOC_SCHEMA): what ``HtmlToText`` gives, with
-    the reason of a page without text in ``error``. Pages whose ``content_type`` is
-    ``text/plain`` (a web archive's text conversions, WET) hold their text already: it is the
-    document's text as it is."""
+def parse_documents(pages: DataFrame, extract: str, selector: str,
+                    keep: Sequence[str] = ()) -> DataFrame:
+    """Pages (doc_id, url, html) -> documents (DOC_SCHEMA, then the pages' ``keep`` columns):
+    what ``HtmlToText`` gives, with the reason of a page without text in ``error``. Pages whose
+    ``content_type`` is ``text/plain`` (a web archive's text conversions, WET) hold their text
+    already: it is the document's text as it is."""
+    keep = list(keep)
     if "content_type" not in pages.columns:
-        return _html_documents(pages, extract, selector)
+        return _html_documents(pages, extract, selector, keep)
     is_text = F.coalesce(F.col("content_type") == TEXT_TYPE, F.lit(False))
-    return _html_documents(pages.where(~is_text), extract, selector).unionByName(
-        _text_documents(pages.where(is_text)))
+    return _html_documents(pages.where(~is_text), extract, selector, keep).unionByName(
+        _text_documents(pages.where(is_text), keep))
 
 
-def _html_documents(pages: DataFrame, extract: str, selector: str) -> DataFrame:
-    docs = html_to_text(pages.select("doc_id", "url", "html"), extract=extract,
+def _html_documents(pages: DataFrame, extract: str, selector: str, keep: list[str]
+                    ) -> DataFrame:
+    docs = html_to_text(pages.select("doc_id", "url", "html", *keep), extract=extract,
                         selector=selector, error_col="error")
-    return docs.select(*DOC_SCHEMA.names)
+    return docs.select(*DOC_SCHEMA.names, *keep)
 
 
-def _text_documents(pages: DataFrame) -> DataFrame:
+def _text_documents(pages: DataFrame, keep: list[str]) -> DataFrame:
     """Documents of pages that hold text: no title; an empty text is a reject as a page
     without text is."""
     empty = F.trim(F.coalesce(F.col("html"), F.lit(""))) == ""
     return pages.select(
         "doc_id", "url", F.lit(None).cast("string").alias("title"),
         F.when(~empty, F.col("html")).alias("text"),
-        F.when(empty, F.lit("no text")).alias("error"))
+        F.when(empty, F.lit("no text")).alias("error"), *keep)
 
 
 def sentence_rows(docs: DataFrame) -> DataFrame:
