@@ -412,8 +412,8 @@ def _sentences(p: BagOfWordsParams, docs: DataFrame, words: list[str], state: Cr
     On the 372 Gutenberg books (2.4 M sentences, 2 cores), splitting, caching and then writing
     the vectors from the cache took 33.4 and 35.7 s; splitting as the vectors are written,
     28.5 s. At scale the cache also went to disk: 5,952 books have 38.9 M sentences. Spark ML's
-    ``CountVectorizerModel`` on the split sentences cost the JVM 30 % more CPU in that write
-    than the vectors built in the split (25.4 and 22.9 s against 15.5 and 19.8 s)."""
+    ``CountVectorizerModel`` on the split sentences cost the JVM about a third more CPU in that
+    write than the vectors built in the split (25.4 and 22.9 s against 15.5 and 19.8 s)."""
     tf_col = "__tf" if p.vector == "tfidf" else "vector"
     tf_mode = "binary" if p.vector == "binary" else "count"
     split = state.sentences_of(

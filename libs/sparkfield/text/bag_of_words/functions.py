@@ -4,10 +4,10 @@ sentences, text to tokens by the pinned rule, token arrays to the pinned vocabul
 They use the DataFrame API only (pandas UDFs and ``mapInArrow`` run the Python side in Spark's
 Python workers), so they work on classic Spark and over Spark Connect alike. The Spark ML
 stages of :mod:`sparkfield.text.bag_of_words.stages` call them, and so does the bag_of_words
-job. Every input row is kept (except by ``split_sentences(explode=True)`` and
-``sentence_token_rows``); a null input gives no text, no
-sentences, no tokens, never an error. An input column that is missing or of the wrong type
-raises :class:`~sparkfield.core.errors.ColumnError` naming it.
+job. Every input row is kept (except by ``split_sentences(explode=True)``,
+``sentence_token_rows`` and ``sentence_vector_rows``, one row per sentence); a null input gives
+no text, no sentences, no tokens, never an error. An input column that is missing or of the
+wrong type raises :class:`~sparkfield.core.errors.ColumnError` naming it.
 """
 
 from __future__ import annotations

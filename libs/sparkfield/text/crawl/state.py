@@ -174,8 +174,8 @@ class CrawlState:
 
     def sentences_of(self, good: DataFrame, split: Callable[[DataFrame], DataFrame],
                      vectorise: Callable[[DataFrame], DataFrame] | None = None) -> DataFrame:
-        """Sentences of the ``good`` documents: stored ones for reused documents, given the
-        columns ``split`` adds to theirs by ``vectorise`` (their vectors of this run)."""
+        """Sentences of the ``good`` documents: stored ones for reused documents. The stored
+        ones get the columns ``split`` adds (this run's vectors) from ``vectorise``."""
         if not self.reusable:
             return split(good)
         reused = good.join(self.documents.select(*KEY), KEY, "left_semi").select("doc_id")
