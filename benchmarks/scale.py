@@ -434,10 +434,27 @@ def run_pm4py(log: str, timeout: float) -> dict:
 # ---- results, chart, goals ------------------------------------------------------------------
 
 
+def _machines(doc: dict) -> str:
+    """The machines the rows ran on, each with its jobs when there are several."""
+    jobs: dict[str, list[str]] = {}
+    for r in doc.get("rows", []):
+        line = r.get("machine_line") or doc.get("machine_line", "")
+        if r["job"] not in jobs.setdefault(line, []):
+            jobs[line].append(r["job"])
+    if len(jobs) == 1:
+        return next(iter(jobs)).replace(", flags", ",\nflags")
+    return "\n".join(f"{', '.join(names)}:\n  {line.removeprefix('machine: ')}"
+                     for line, names in jobs.items())
+
+
 def merge(out: Path, rows: list[dict]) -> dict:
     doc = json.loads(out.read_text()) if out.exists() else {"rows": []}
     keep = {(r["job"], r["size"]): r for r in doc.get("rows", [])}
+    for r in keep.values():  # each row names the machine it ran on
+        if doc.get("machine_line"):
+            r.setdefault("machine_line", doc["machine_line"])
     for r in rows:
+        r["machine_line"] = describe()
         old = keep.get((r["job"], r["size"]), {})
         if "pm4py" not in r and "pm4py" in old:  # a run with --no-pm4py keeps pm4py's figures
             r["pm4py"] = old["pm4py"]
@@ -509,7 +526,7 @@ def chart(doc: dict, target: Path) -> None:
     axes.flat[-1].text(0, 0.5, "dots joined by a line: measured runs\n"
                        "dotted verticals: sizes not measured (why, where a run stopped)\n"
                        "dashed: time proportional to size, from the first measured point\n\n"
-                       + doc.get("machine_line", "").replace(", flags", ",\nflags"), fontsize=9)
+                       + _machines(doc), fontsize=9)
     fig.suptitle("Sparkfield jobs at scale: wall time against size (log-log)")
     fig.tight_layout()
     target.parent.mkdir(parents=True, exist_ok=True)
