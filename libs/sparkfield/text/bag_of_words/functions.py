@@ -162,10 +162,14 @@ def sentence_token_rows(df: DataFrame) -> DataFrame:
     explode=True)`` then ``tokenize(stopwords="none")`` give, in one pass of Arrow batches
     (no pandas, no second round trip to Python; tokens by :func:`token_arrays`). A document
     without a sentence has no row."""
+    return _document_columns(df).mapInArrow(in_worker(_sentence_batches), SENT_SCHEMA)
+
+
+def _document_columns(df: DataFrame) -> DataFrame:
+    """doc_id, url and text of ``df``, each checked to be a string column."""
     for name in ("doc_id", "url", "text"):
         require_type(df, name, _is_text, "a string column")
-    return df.select("doc_id", "url", "text").mapInArrow(in_worker(_sentence_batches),
-                                                          SENT_SCHEMA)
+    return df.select("doc_id", "url", "text")
 
 
 def sentence_vector_rows(df: DataFrame, vocabulary: Sequence[str], binary: bool = False,
@@ -174,14 +178,13 @@ def sentence_vector_rows(df: DataFrame, vocabulary: Sequence[str], binary: bool 
     ``output_col``: what Spark ML's ``CountVectorizerModel.from_vocabulary(vocabulary,
     binary=binary)`` gives on the tokens, built in the same pass (no conversion of every token
     array to a JVM collection, no second scan)."""
-    for name in ("doc_id", "url", "text"):
-        require_type(df, name, _is_text, "a string column")
+    docs = _document_columns(df)
     if output_col in SENT_SCHEMA.names:
         raise ConfigError(f"output column {output_col!r} is one of the sentence columns")
     schema = T.StructType([*SENT_SCHEMA.fields, T.StructField(output_col, VectorUDT(), False)])
     run = functools.partial(_sentence_vector_batches, words=list(vocabulary), binary=binary,
                             output_col=output_col)
-    return df.select("doc_id", "url", "text").mapInArrow(in_worker(run), schema)
+    return docs.mapInArrow(in_worker(run), schema)
 
 
 def _sentence_vector_batches(batches: Iterator[pa.RecordBatch], words: list[str], binary: bool,

@@ -85,8 +85,7 @@ def token_arrays(texts: pa.Array) -> pa.ListArray:
     its :func:`tokens` joined by spaces (Unicode lower-casing and ``\\w`` differ: ``"İ".lower()``
     is two characters), which the same byte rule cuts back into those tokens, in place."""
     texts = texts.cast(pa.string())
-    is_ascii = pc.string_is_ascii(texts)
-    other = pc.invert(is_ascii)
+    other = pc.invert(pc.string_is_ascii(texts))
     if not pc.any(other).as_py():
         return _byte_tokens(texts)
     joined = [" ".join(tokens(t)) for t in texts.filter(other).to_pylist()]
