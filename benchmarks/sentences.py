@@ -1,9 +1,10 @@
 """Sentence splitting, MB/s per core: NLTK's Punkt against ``sentence_split``, same text.
 
-Both run :func:`sparkfield.text.bag_of_words.normalise.sentences`' per-line loop (whitespace
-made single spaces, each line split on its own) on the first ``--books`` Gutenberg books, in
-one process (one core), best of ``--repeats`` CPU-time runs each, every run with an empty
-decision cache; the sentences must be equal.
+Both split the first ``--books`` Gutenberg books line by line, whitespace made single spaces:
+NLTK through :func:`sparkfield.text.bag_of_words.normalise.nltk_sentences` (a call per line),
+``sentence_split`` through :func:`~sparkfield.text.bag_of_words.normalise.sentences` (a whole
+book at a time). One process (one core), best of ``--repeats`` CPU-time runs each, every run
+with empty decision caches; the sentences must be equal.
 ``--smoke``: the six Wikipedia pages of tests/fixtures instead of the books.
 
 Usage: python benchmarks/sentences.py [--books 40] [--repeats 3] [--smoke]

@@ -19,7 +19,11 @@ from punkt.data import english
 
 from sparkfield.text.bag_of_words.normalise import nltk_sentences, sentences
 from sparkfield.text.bag_of_words.parse import page_text
-from sparkfield.text.bag_of_words.sentence_split import PunktSplitter, english_splitter
+from sparkfield.text.bag_of_words.sentence_split import (
+    OTHER_SPACES,
+    PunktSplitter,
+    english_splitter,
+)
 
 GUTENBERG = Path("corpus/gutenberg_rcdm_uga")
 WIKIPEDIA = Path("corpus/wikipedia_uoi_2020_html.tar.xz")
@@ -128,6 +132,48 @@ def test_generated_tricky_lines():
     assert_same(lines, "the generated lines")
     assert_same(["\n".join(lines[i:i + 5]) for i in range(0, 600, 5)], "the generated texts")
     assert sum(len(sentences(line)) > 1 for line in lines) > 200  # many lines do split
+
+
+def test_texts_of_many_lines():
+    """Whole texts: lines with and without candidates, blank and whitespace-only lines,
+    every line break NLTK's per-line loop sees (``\\r\\n``, runs of them)."""
+    rng = random.Random(3)
+    lines = tricky_lines(900, seed=5) + ["No mark here", "  x  ", "\u3000", "a\x1cb. C"]
+    breaks = ["\n"] * 6 + ["\r\n", "\n\n", "\n \t\n", "\n\u2028\n", "\n\r\n\n"]
+    texts = []
+    for _ in range(150):
+        chosen = rng.sample(lines, rng.randint(1, 12))
+        text = "".join(line + rng.choice(breaks) for line in chosen)
+        texts.append(text if rng.random() < 0.5 else text.rstrip())
+    assert_same(texts, "the generated texts of many lines")
+
+
+def test_the_other_whitespace_is_every_whitespace_of_str_split():
+    spaces = {chr(c) for c in range(0x110000) if chr(c).isspace()}
+    assert set(OTHER_SPACES) == spaces - {" ", "\n"} and len(OTHER_SPACES) == len(spaces) - 2
+
+
+@pytest.mark.parametrize("params", ["english", "none", "collocation"])
+def test_words_that_break_whatever_follows_do_break_before_anything(params):
+    """The splitter remembers per word that a context starting with it holds a break; the
+    full decision on the context must agree, whatever follows the mark."""
+    splitter = {
+        "english": PunktSplitter(english.ABBREV_TYPES, english.COLLOCATIONS,
+                                 english.SENT_STARTERS, english.ORTHO_CONTEXT),
+        "none": PunktSplitter([], [], [], {}),
+        "collocation": PunktSplitter([], [("smith", "went"), ("##number##", "über")], [], {}),
+    }[params]
+    words = {w for line in tricky_lines(600, seed=11) for w in line.split() if w[-1] in ".?!"}
+    words |= {"Smith.", "smith.", "12.", "3.", "J."}
+    seconds = [second for _, second in english.COLLOCATIONS] + ["went", "über"]
+    # what follows a mark in a context: a space and one token, or one non-word character
+    after = [*(" " + w for w in WORDS + ["the", "The", "I", "7", "Who"] if " " not in w),
+             *(" " + w for second in seconds for w in (second, second.capitalize())),
+             *")\";}]*:@'({[\u2018\u2019\u201c\u201d\xab\xbb?!"]  # NLTK's non-word characters
+    sure = [w for w in sorted(words) if splitter._breaks_whatever_follows(w)]
+    assert 50 < len(sure) < len(words)
+    wrong = [(w, a) for w in sure for a in after if not splitter.contains_break(w + a)]
+    assert not wrong, f"{len(wrong)} contexts do not break, first: {wrong[:5]}"
 
 
 def gutenberg_books(root: Path, limit: int | None = None):

@@ -3,7 +3,7 @@
 Sentences: each line (paragraph), whitespace runs made single spaces, split by
 :mod:`.sentence_split`, which gives exactly the sentences of NLTK's ``PunktSentenceTokenizer``
 with the English parameters (:func:`sentence_splitter`, kept as the reference) several times
-faster.
+faster, a whole text at a time.
 
 Tokens: the text lower-cased, then the maximal runs of Python-regex ``\\w`` characters
 (Unicode letters, digits, underscore). This rule defines every count the job reports.
@@ -55,11 +55,12 @@ def _by_paragraph(text: str, split: Callable[[str], list[str]]) -> list[str]:
 
 def sentences(text: str) -> list[str]:
     """Sentences of ``text``; each paragraph (line) is split on its own."""
-    return _by_paragraph(text, english_splitter().split)
+    return english_splitter().split(text)
 
 
 def nltk_sentences(text: str) -> list[str]:
-    """:func:`sentences` by NLTK's own Punkt tokenizer: the reference, slower."""
+    """:func:`sentences` by NLTK's own Punkt tokenizer, one paragraph at a time: the
+    reference, slower."""
     return _by_paragraph(text, sentence_splitter().tokenize)
 
 

@@ -1,9 +1,10 @@
 """Punkt sentence splitting that decides only where a sentence can end.
 
 The same algorithm and decisions as NLTK's ``PunktSentenceTokenizer.tokenize`` (NLTK 3.9/3.10,
-``nltk/tokenize/punkt.py``) with fixed parameters, for one *normalised* paragraph: no leading
-or trailing whitespace and single spaces between words (``" ".join(line.split())``), which is
-what :func:`sparkfield.text.bag_of_words.normalise.sentences` feeds it. NLTK's own steps, kept:
+``nltk/tokenize/punkt.py``) with fixed parameters, run on each line of a text with its
+whitespace runs made single spaces (``" ".join(line.split())``), as
+:func:`sparkfield.text.bag_of_words.normalise.nltk_sentences` feeds NLTK. NLTK's own steps,
+kept:
 
 1. candidates: every ``.``, ``?`` or ``!`` followed by punctuation or by a space and a token
    (NLTK's period-context pattern); of several candidates in one word only the last is kept,
@@ -14,11 +15,20 @@ what :func:`sparkfield.text.bag_of_words.normalise.sentences` feeds it. NLTK's o
    a token other than the last ends up a sentence break;
 3. closing quotes and brackets after a break move to the sentence before (realignment).
 
-Step 2 is plain Python on a handful of tokens instead of NLTK's token objects and generator
-chains, and its answer is remembered per context. NLTK runs its patterns on the third-party
-``regex`` engine; on a normalised paragraph its whitespace is the standard library's, but its
-``\\d`` and ``[^\\W\\d]`` follow a newer Unicode, so the two tests that use them (number, initial)
-ask ``regex`` (NLTK's own dependency) for non-ASCII tokens only.
+What differs is the work per character, not the answer:
+
+- the whole text is normalised at once by string replacements, and one pattern finds the
+  candidates of all its lines; a line without a candidate is one sentence and costs no Python
+  step of its own;
+- step 2 is plain Python on a handful of tokens instead of NLTK's token objects and generator
+  chains, and its answer is remembered per context. Most words before a mark end a sentence
+  whatever follows them (no abbreviation, initial, number or collocation): that is remembered
+  per word, so a new context with a known word needs no tokens.
+
+NLTK runs its patterns on the third-party ``regex`` engine; on normalised lines its whitespace
+is the standard library's, but its ``\\d`` and ``[^\\W\\d]`` follow a newer Unicode, so the two
+tests that use them (number, initial) ask ``regex`` (NLTK's own dependency) for non-ASCII
+tokens only.
 """
 
 from __future__ import annotations
@@ -45,9 +55,17 @@ WORD_TOKEN = re.compile(
     )""",
     re.UNICODE | re.VERBOSE,
 )
+# NLTK's period context on normalised lines, where the whitespace after a mark is one space
 PERIOD_CONTEXT = re.compile(
-    rf"""[.?!](?=(?P<after_tok>{_NON_WORD}|\s+(?P<next_tok>\S+)))""", re.UNICODE | re.VERBOSE)
+    rf"""[.?!](?=(?P<after_tok>{_NON_WORD}|\ (?P<next_tok>\S+)))""", re.UNICODE | re.VERBOSE)
 REALIGN = re.compile(r'["\')\]}\u2018\u2019\u201c\u201d\xab\xbb]+?(?:\s+|(?=--)|$)', re.MULTILINE)
+_CLOSERS = frozenset("\"')]}\u2018\u2019\u201c\u201d\xab\xbb")  # what REALIGN starts with
+
+# every character ``str.split()`` takes for whitespace but a space and a line break
+OTHER_SPACES = ("\t\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
+                "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_SPACES = re.compile("  +")
+_BREAKS = re.compile("\n[ \n]+")
 
 _NUMERIC = r"^-?[\.,]?\d[\d,\.-]*\.?$"
 _INITIAL = r"[^\W\d]\.$"
@@ -95,7 +113,7 @@ def _is_initial(tok: str) -> bool:
 
 
 class PunktSplitter:
-    """Splits a normalised paragraph into sentences as NLTK's Punkt does with these parameters.
+    """Splits text into sentences as NLTK's Punkt does with these parameters, line by line.
 
     ``ortho_context`` maps a word type to its orthographic flags (NLTK's bit values)."""
 
@@ -106,12 +124,15 @@ class PunktSplitter:
         self.collocations = frozenset(tuple(c) for c in collocations)
         self.sent_starters = frozenset(sent_starters)
         self.ortho_context = dict(ortho_context)
+        self._collocation_firsts = frozenset(first for first, _ in self.collocations)
         self._cache: dict[str, bool] = {}
+        self._word_cache: dict[str, bool] = {}
         self._cache_size = cache_size
 
     def clear_cache(self) -> None:
         """Forget the remembered decisions (for timings that start cold)."""
         self._cache.clear()
+        self._word_cache.clear()
 
     def _first_pass(self, tok: str) -> int:
         if tok in _END_CHARS:
@@ -187,55 +208,142 @@ class PunktSplitter:
         self._cache[context] = found
         return found
 
-    def _cuts(self, text: str) -> list[tuple[int, int]]:
-        """Sentence spans before realignment (NLTK's ``_slices_from_text``)."""
-        spans: list[tuple[int, int]] = []
-        last_break = 0
-        prev = None
-        prev_start = prev_stop = 0
-        for m in PERIOD_CONTEXT.finditer(text):
-            at = m.start()
-            space = text.rfind(" ", prev_stop, at)
-            start = space + 1 if space > prev_stop else prev_start
-            if prev is not None and prev_stop <= start:
-                last_break = self._cut(text, prev, prev_start, prev_stop, last_break, spans)
-            prev, prev_start, prev_stop = m, start, at
-        if prev is not None:
-            last_break = self._cut(text, prev, prev_start, prev_stop, last_break, spans)
-        spans.append((last_break, len(text)))
-        return spans
+    def _breaks_whatever_follows(self, word: str) -> bool:
+        """Whether every context that starts with ``word`` (up to and with its mark) holds a
+        break, whatever follows the mark: a break inside ``word``, or a last token that
+        ends a sentence with no look at the next one (``?``, ``!``, or a word with a final
+        period that is no abbreviation, ellipsis, initial or number and starts no
+        collocation). False means: ask :meth:`contains_break`.
 
-    def _cut(self, text: str, m: re.Match, start: int, stop: int, last_break: int,
-             spans: list[tuple[int, int]]) -> int:
-        if self.contains_break(text[start:stop] + m.group() + m.group("after_tok")):
-            spans.append((last_break, m.end()))
-            return m.start("next_tok") if m.group("next_tok") else m.end()
-        return last_break
+        The context's tokens are ``word``'s and then those of what follows: the token
+        pattern ends a token at the end of the text where it ends one before a space or
+        punctuation, and the mark is the last character of ``word``."""
+        known = self._word_cache.get(word)
+        if known is not None:
+            return known
+        toks = WORD_TOKEN.findall(word)
+        found = False
+        if toks:
+            first = self._first_pass(toks[0])
+            for i in range(len(toks) - 1):
+                nxt = toks[i + 1]
+                nxt_first = self._first_pass(nxt)
+                if self._breaks_after(toks[i], first, nxt, nxt_first):
+                    found = True
+                    break
+                first = nxt_first
+            else:
+                last = toks[-1]
+                if last[-1] != ".":
+                    found = first == _BREAK
+                elif first == _BREAK and not _is_initial(last):
+                    typ = _type(last)
+                    if len(typ) > 1 and typ[-1] == ".":
+                        typ = typ[:-1]
+                    found = typ != NUMBER and typ not in self._collocation_firsts
+        if len(self._word_cache) >= self._cache_size:
+            self._word_cache.clear()
+        self._word_cache[word] = found
+        return found
 
     def split(self, text: str) -> list[str]:
-        """Sentences of one normalised paragraph, exactly as NLTK's ``tokenize`` gives them."""
-        if "." not in text and "?" not in text and "!" not in text:
-            return [text] if text else []
-        spans = self._cuts(text)
+        """Sentences of ``text``, exactly as NLTK's ``tokenize`` gives them for each of its
+        lines (split at ``\\n``) with whitespace runs made single spaces, in order; a line
+        without a candidate is one sentence."""
+        doc = normalised_lines(text)
         out: list[str] = []
-        realign = 0
-        last = len(spans) - 1
-        for i, (start, stop) in enumerate(spans):
-            start += realign
-            if i == last:
-                if text[start:stop]:
-                    out.append(text[start:stop])
-                break
-            nstart, nstop = spans[i + 1]
-            m = REALIGN.match(text[nstart:nstop])
-            if m:
-                out.append(text[start:nstart + len(m.group(0).rstrip())])
-                realign = m.end()
-            else:
-                realign = 0
-                if text[start:stop]:
-                    out.append(text[start:stop])
+        if not doc:
+            return out
+        find, rfind = doc.find, doc.rfind
+        done = 0  # the text before ``done`` has its sentences in ``out``
+        line_end = -1  # the end of the line of the last candidate
+        spans: list[tuple[int, int]] = []
+        prev: re.Match | None = None
+        last_break = prev_start = prev_stop = 0
+        for m in PERIOD_CONTEXT.finditer(doc):
+            at = m.start()
+            if at > line_end:  # the first candidate of a line: finish the one before
+                if prev is not None:
+                    last_break = self._cut(doc, prev, prev_start, last_break, spans)
+                    spans.append((last_break, line_end))
+                    _realigned(doc, spans, out)
+                    done = line_end + 1
+                line_start = rfind("\n", 0, at) + 1
+                line_end = find("\n", at)
+                if line_end < 0:
+                    line_end = len(doc)
+                if line_start > done:  # lines without a candidate: one sentence each
+                    out.extend(doc[done:line_start - 1].split("\n"))
+                spans = []
+                prev = None
+                last_break = prev_start = prev_stop = line_start
+            space = rfind(" ", prev_stop, at)
+            start = space + 1 if space > prev_stop else prev_start
+            if prev is not None and prev_stop <= start:
+                last_break = self._cut(doc, prev, prev_start, last_break, spans)
+            prev, prev_start, prev_stop = m, start, at
+        if prev is not None:
+            last_break = self._cut(doc, prev, prev_start, last_break, spans)
+            spans.append((last_break, line_end))
+            _realigned(doc, spans, out)
+            done = line_end + 1
+        if done < len(doc):
+            out.extend(doc[done:].split("\n"))
         return out
+
+    def _cut(self, doc: str, m: re.Match, start: int, last_break: int,
+             spans: list[tuple[int, int]]) -> int:
+        """The candidate ``m`` whose word starts at ``start``: when it is a break, its
+        sentence goes to ``spans`` and the next one starts after it (NLTK's
+        ``_slices_from_text``); returns where the current sentence starts."""
+        end = m.end()
+        if (self._breaks_whatever_follows(doc[start:end])
+                or self.contains_break(doc[start:m.end("after_tok")])):
+            spans.append((last_break, end))
+            following = m.start("next_tok")
+            return following if following >= 0 else end
+        return last_break
+
+
+def normalised_lines(text: str) -> str:
+    """``text`` with each line as ``" ".join(line.split())`` makes it and no empty line:
+    every whitespace character but a line break a space, runs of spaces one, no space at
+    either end of a line."""
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    for c in OTHER_SPACES:
+        if c in text:
+            text = text.replace(c, " ")
+    text = _SPACES.sub(" ", text)
+    return _BREAKS.sub("\n", text.replace(" \n", "\n")).strip(" \n")
+
+
+def _realigned(doc: str, spans: list[tuple[int, int]], out: list[str]) -> None:
+    """The sentences of one line's ``spans`` into ``out``, closing quotes and brackets after
+    a break moved to the sentence before (NLTK's ``_realign_boundaries``)."""
+    if len(spans) == 1:
+        start, stop = spans[0]
+        if stop > start:
+            out.append(doc[start:stop])
+        return
+    realign = 0
+    last = len(spans) - 1
+    for i, (start, stop) in enumerate(spans):
+        start += realign
+        if i == last:
+            if stop > start:
+                out.append(doc[start:stop])
+            return
+        next_start, next_stop = spans[i + 1]
+        m = (REALIGN.match(doc, next_start, next_stop)
+             if next_start < next_stop and doc[next_start] in _CLOSERS else None)
+        if m:
+            out.append(doc[start:next_start + len(m.group(0).rstrip())])
+            realign = m.end() - next_start
+        else:
+            realign = 0
+            if stop > start:
+                out.append(doc[start:stop])
 
 
 @lru_cache(maxsize=1)
