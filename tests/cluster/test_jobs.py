@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import job_module
@@ -204,9 +205,11 @@ def http_pages(wiki_shared):
         server.server_close()
 
 
-def test_bag_of_words_from_urls(cluster: Cluster, wiki_shared, http_pages, bow_local):
+def test_bag_of_words_from_urls(cluster: Cluster, spark, wiki_shared, http_pages, bow_local):
     """The pages fetched over HTTP by the executors (parsed with the packed environment's
-    lxml, bs4 and NLTK) give the vocabulary of the same pages read locally from a folder."""
+    lxml, bs4 and NLTK) give the vocabulary and the sentences of the same pages read locally
+    from a folder; the executors' Python workers wrote the sentences/ files (pyarrow's
+    writer) to the shared storage, and the driver committed them."""
     urls = cluster.shared / "urls.txt"
     urls.write_text("".join(f"{http_pages}/{p.name}\n" for p in sorted(wiki_shared.iterdir())))
     out = cluster.shared / "bow_urls"
@@ -214,6 +217,16 @@ def test_bag_of_words_from_urls(cluster: Cluster, wiki_shared, http_pages, bow_l
     vocab = pd.read_csv(out / "vocabulary.csv")
     assert len(vocab) == 200
     pd.testing.assert_frame_equal(vocab, pd.read_csv(bow_local / "vocabulary.csv"))
+    files = sorted((out / "sentences").iterdir())
+    assert [f.name for f in files if not f.name.startswith("part-")] == ["_SUCCESS"]
+    assert all(pq.read_metadata(f).created_by.startswith("parquet-cpp-arrow")
+               for f in files if f.name.startswith("part-"))
+    # the doc_id and url of a page differ between the two runs (http://... against a path)
+    cols = ["sentence_idx", "sentence", "tokens", "vector"]
+    cluster_rows = spark.read.parquet(str(out / "sentences")).select(*cols)
+    local_rows = spark.read.parquet(str(bow_local / "sentences")).select(*cols)
+    assert cluster_rows.count() == local_rows.count() > 500
+    assert cluster_rows.exceptAll(local_rows).count() == 0
 
 
 SENTENCES = [

@@ -14,12 +14,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
+from pyspark.sql import types as T
 
 from sparkfield.core import cli
 from sparkfield.core.batch import OutputLock, recover_output
 from sparkfield.core.conf import load_config
 from sparkfield.core.io import AtomicOutput, optional_output
+from sparkfield.core.worker_parquet import ArrowRows
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = "tests"
@@ -95,6 +98,17 @@ def _parquet_by_executors(out: AtomicOutput) -> None:
     out.write_parquet("rows", rows)
 
 
+def _parquet_by_python_workers(out: AtomicOutput) -> None:
+    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:  # ~10 MB, incompressible
+            yield pa.RecordBatch.from_arrays(
+                [b.column(0), pa.array([os.urandom(16).hex() for _ in range(b.num_rows)])],
+                names=["id", "u"])
+
+    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("u", T.StringType())])
+    out.write_arrow_rows("rows", ArrowRows(out.spark.range(300_000), rows, schema))
+
+
 def _bytes_by_the_jvm(out: AtomicOutput) -> None:
     out.write_bytes("blob.bin", os.urandom(1 << 20))
 
@@ -105,8 +119,9 @@ def _file_by_python(out: AtomicOutput) -> None:
         fh.write(os.urandom(1 << 20))
 
 
-@pytest.mark.parametrize("write", [_parquet_by_executors, _bytes_by_the_jvm, _file_by_python],
-                         ids=["executors", "driver_jvm", "python"])
+@pytest.mark.parametrize("write", [_parquet_by_executors, _parquet_by_python_workers,
+                                   _bytes_by_the_jvm, _file_by_python],
+                         ids=["executors", "python_workers", "driver_jvm", "python"])
 def test_a_full_disk_is_one_error_line_and_keeps_the_previous_output(
         spark, small_disk, capsys, caplog, write):
     output = small_disk / "out"

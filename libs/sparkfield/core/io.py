@@ -23,6 +23,7 @@ from pyspark.sql import types as T
 
 from sparkfield.core.csv_header import column_names
 from sparkfield.core.errors import InputError
+from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
 CORRUPT_COL = "_corrupt_record"
 
@@ -274,7 +275,8 @@ class AtomicOutput:
         self._old = f"{self.final}.__old-{token}"
         self.files: list[str] = []
         fs, _ = hadoop_fs(spark, self.staging)
-        self._local = fs if fs.getUri().getScheme() == "file" else None
+        self.is_local = fs.getUri().getScheme() == "file"
+        self._local = fs if self.is_local else None
         if self._local is not None:
             fs.setWriteChecksum(False)  # no .crc side files next to the outputs
 
@@ -304,6 +306,18 @@ class AtomicOutput:
         if partitions:
             df = df.coalesce(partitions)
         df.write.mode("overwrite").parquet(self.path(name))
+        return f"{self.final}/{name}"
+
+    def write_arrow_rows(self, name: str, rows: ArrowRows) -> str:
+        """``rows`` as Parquet, written by the Python workers that make them when the output
+        is a local path (see :mod:`sparkfield.core.worker_parquet`), otherwise (or when
+        pyarrow cannot write the session's Parquet codec) by Spark."""
+        compression = codec(self.spark.conf.get("spark.sql.parquet.compression.codec",
+                                                "snappy"))
+        if not self.is_local or compression is None:
+            return self.write_parquet(name, rows.frame())
+        fs, jpath = hadoop_fs(self.spark, self.path(name))
+        write_worker_parquet(rows, fs.makeQualified(jpath).toUri().getPath(), compression)
         return f"{self.final}/{name}"
 
     def write_single_csv(self, name: str, df: DataFrame) -> str:

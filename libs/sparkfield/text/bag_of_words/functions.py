@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from sparkfield.core.columns import column, quoted, require_type
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.stopwords import english_stopwords
+from sparkfield.core.worker_parquet import ArrowRows
 from sparkfield.core.workers import in_worker, keep_archive_directories
 from sparkfield.text.bag_of_words.normalise import (
     CHUNK_BYTES,
@@ -178,13 +179,21 @@ def sentence_vector_rows(df: DataFrame, vocabulary: Sequence[str], binary: bool 
     ``output_col``: what Spark ML's ``CountVectorizerModel.from_vocabulary(vocabulary,
     binary=binary)`` gives on the tokens, built in the same pass (no conversion of every token
     array to a JVM collection, no second scan)."""
+    return sentence_vector_source(df, vocabulary, binary, output_col).frame()
+
+
+def sentence_vector_source(df: DataFrame, vocabulary: Sequence[str], binary: bool = False,
+                           output_col: str = "vector") -> ArrowRows:
+    """The rows of :func:`sentence_vector_rows` as the Python function that makes them from
+    the documents' Arrow batches: a job's writer can have the Python workers write them as
+    Parquet (:meth:`~sparkfield.core.io.AtomicOutput.write_arrow_rows`)."""
     docs = _document_columns(df)
     if output_col in SENT_SCHEMA.names:
         raise ConfigError(f"output column {output_col!r} is one of the sentence columns")
     schema = T.StructType([*SENT_SCHEMA.fields, T.StructField(output_col, VectorUDT(), False)])
     run = functools.partial(_sentence_vector_batches, words=list(vocabulary), binary=binary,
                             output_col=output_col)
-    return docs.mapInArrow(in_worker(run), schema)
+    return ArrowRows(docs, run, schema)
 
 
 def _sentence_vector_batches(batches: Iterator[pa.RecordBatch], words: list[str], binary: bool,
