@@ -22,7 +22,10 @@ from .conftest import BASE_EXTRAS, ROOT, Cluster, packed_env, run_submit
 
 def _ok(res) -> None:
     log = res.stdout + res.stderr
-    assert res.returncode == 0, log[-5000:]
+    # the first error line and the end of the log (a JVM stack trace can bury the cause)
+    first = next((line for line in log.splitlines()
+                  if "Exception:" in line or line.startswith("error")), "")
+    assert res.returncode == 0, f"{first[:2000]}\n...\n{log[-5000:]}"
 
 
 def _local(spark, job: str, *args: str) -> None:

@@ -5,12 +5,14 @@ the Python workers that make them.
 a JVM row and encode it value by value. For many small rows holding arrays (sentences with
 their tokens and vectors) that costs the JVM about as much CPU as ``f`` itself.
 :func:`write_worker_parquet` gives the same batches to pyarrow's Parquet writer in the worker
-that made them, through a Python data source, so Spark still runs the tasks and commits them:
+that made them; Spark still runs the tasks, and only the files of the task attempts that
+succeeded are kept:
 
-- each task writes its file under ``<path>/_temporary/<partition>-<attempt>-<id>/``;
-- when every task has succeeded, the driver moves the files of the successful attempts into
-  ``<path>`` and deletes ``_temporary``, failed attempts included; when the job fails, it
-  deletes ``_temporary`` only;
+- each task writes its file under ``<path>/_temporary/<partition>-<attempt>-<id>/`` and
+  returns one row, the file's name and row count (``mapInArrow``, collected);
+- when every task has succeeded, the driver moves the files of the collected rows into
+  ``<path>``; it deletes ``_temporary`` either way, with the files of failed or duplicate
+  attempts;
 - the files carry Spark's schema (the ``org.apache.spark.sql.parquet.row.metadata`` key of
   the footer, as Spark's writer sets it), so ``spark.read.parquet`` gives the same columns,
   vectors included; a result without rows is one file without rows, as Spark writes it.
@@ -23,6 +25,7 @@ path: a local directory, or storage mounted on every node, as Spark's own writer
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import uuid
@@ -30,9 +33,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkfield.core.workers import in_worker
 
@@ -72,84 +77,56 @@ def write_worker_parquet(rows: ArrowRows, path: str, compression: str = "snappy"
     if os.path.isdir(path) and os.listdir(path):
         raise FileExistsError(f"{path} already holds files")
     os.makedirs(path, exist_ok=True)
-    name = f"sparkfield_worker_parquet_{uuid.uuid4().hex}"
-    rows.source.sparkSession.dataSource.register(
-        _source(name, rows.batches, rows.schema, compression))
-    rows.source.write.format(name).mode("append").save(path)
+    temporary = os.path.join(path, TEMPORARY)
+    write = functools.partial(_write_files, batches=rows.batches, schema=rows.schema,
+                              folder=temporary, compression=compression)
+    try:
+        # one row per file, from the task attempts that succeeded
+        written = rows.source.mapInArrow(in_worker(write), WRITTEN).collect()
+        for row in written:
+            os.replace(row["file"], os.path.join(path, os.path.basename(row["file"])))
+        if not written:  # no rows: one file of the schema, so that the output reads
+            pq.write_table(_arrow_schema(rows.schema).empty_table(), os.path.join(
+                path, f"part-00000-{uuid.uuid4().hex}.{compression}.parquet"),
+                compression=compression)
+        open(os.path.join(path, "_SUCCESS"), "wb").close()
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _source(name: str, batches: Batches, schema: T.StructType, compression: str) -> type:
-    """A Python data source named ``name`` whose writer writes what ``batches`` makes."""
-
-    class WorkerParquet(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return name
-
-        def writer(self, _schema: T.StructType, _overwrite: bool) -> _Writer:
-            return _Writer(self.options["path"], batches, schema, compression)
-
-    return WorkerParquet
+WRITTEN = T.StructType([T.StructField("file", T.StringType(), False),
+                        T.StructField("rows", T.LongType(), False)])
 
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     return to_arrow_schema(schema).with_metadata({SPARK_SCHEMA_KEY: schema.json()})
 
 
-@dataclass
-class _Written(WriterCommitMessage):
-    """A task's commit message: its files, under ``_temporary``."""
-
-    files: list[str]
-
-
-class _Writer(DataSourceArrowWriter):
-    def __init__(self, path: str, batches: Batches, schema: T.StructType, compression: str):
-        self.path = path
-        self.batches = batches
-        self.schema = schema
-        self.compression = compression
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> _Written:
-        import pyarrow.parquet as pq
-        from pyspark import TaskContext
-
-        task = TaskContext.get()
-        part = task.partitionId() if task else 0
-        attempt = task.attemptNumber() if task else 0
-        token = uuid.uuid4().hex
-        folder = os.path.join(self.path, TEMPORARY, f"{part:05d}-{attempt}-{token}")
-        target = _arrow_schema(self.schema)
-        file = os.path.join(folder, f"part-{part:05d}-{token}.{self.compression}.parquet")
-        out = None
-        try:
-            for batch in in_worker(self.batches)(iterator):
-                if not batch.num_rows:
-                    continue
-                if out is None:
-                    os.makedirs(folder, exist_ok=True)
-                    out = pq.ParquetWriter(file, target, compression=self.compression)
-                out.write_batch(batch.cast(target))  # names, types, no null where none may be
-        finally:
-            if out is not None:
-                out.close()
-        return _Written([file] if out is not None else [])
-
-    def commit(self, messages: list[_Written | None]) -> None:
-        import pyarrow.parquet as pq
-
-        files = [f for m in messages if m is not None for f in m.files]
-        for f in files:
-            os.replace(f, os.path.join(self.path, os.path.basename(f)))
-        if not files:  # no rows: one file of the schema, so that the output reads
-            target = _arrow_schema(self.schema)
-            pq.write_table(target.empty_table(), os.path.join(
-                self.path, f"part-00000-{uuid.uuid4().hex}.{self.compression}.parquet"),
-                compression=self.compression)
-        shutil.rmtree(os.path.join(self.path, TEMPORARY), ignore_errors=True)
-        open(os.path.join(self.path, "_SUCCESS"), "wb").close()
-
-    def abort(self, messages: list[_Written | None]) -> None:
-        shutil.rmtree(os.path.join(self.path, TEMPORARY), ignore_errors=True)
+def _write_files(source: Iterator[pa.RecordBatch], batches: Batches, schema: T.StructType,
+                 folder: str, compression: str) -> Iterator[pa.RecordBatch]:
+    """A task's rows into one file under ``folder`` (named by its partition, attempt and a
+    random id); one row (file, rows) when it has any."""
+    task = TaskContext.get()
+    part = task.partitionId() if task else 0
+    attempt = task.attemptNumber() if task else 0
+    token = uuid.uuid4().hex
+    target = _arrow_schema(schema)
+    attempt_dir = os.path.join(folder, f"{part:05d}-{attempt}-{token}")
+    file = os.path.join(attempt_dir, f"part-{part:05d}-{token}.{compression}.parquet")
+    out = None
+    n = 0
+    try:
+        for batch in batches(source):
+            if not batch.num_rows:
+                continue
+            if out is None:
+                os.makedirs(attempt_dir, exist_ok=True)
+                out = pq.ParquetWriter(file, target, compression=compression)
+            out.write_batch(batch.cast(target))  # names, types, no null where none may be
+            n += batch.num_rows
+    finally:
+        if out is not None:
+            out.close()
+    if n:
+        yield pa.RecordBatch.from_arrays([pa.array([file]), pa.array([n], pa.int64())],
+                                         names=WRITTEN.names)
