@@ -275,8 +275,7 @@ class AtomicOutput:
         self._old = f"{self.final}.__old-{token}"
         self.files: list[str] = []
         fs, _ = hadoop_fs(spark, self.staging)
-        self.is_local = fs.getUri().getScheme() == "file"
-        self._local = fs if self.is_local else None
+        self._local = fs if fs.getUri().getScheme() == "file" else None
         if self._local is not None:
             fs.setWriteChecksum(False)  # no .crc side files next to the outputs
 
@@ -309,12 +308,9 @@ class AtomicOutput:
         return f"{self.final}/{name}"
 
     def write_arrow_rows(self, name: str, rows: ArrowRows) -> str:
-        """``rows`` as Parquet, written by the Python workers that make them when the output
-        is a local path (see :mod:`sparkfield.core.worker_parquet`), otherwise (or when
-        pyarrow cannot write the session's Parquet codec) by Spark."""
-        compression = codec(self.spark.conf.get("spark.sql.parquet.compression.codec",
-                                                "snappy"))
-        if not self.is_local or compression is None:
+        """``rows`` as Parquet: by the Python workers on a local path, by Spark elsewhere."""
+        compression = codec(self.spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
+        if self._local is None or compression is None:  # not local, or a codec pyarrow lacks
             return self.write_parquet(name, rows.frame())
         fs, jpath = hadoop_fs(self.spark, self.path(name))
         write_worker_parquet(rows, fs.makeQualified(jpath).toUri().getPath(), compression)
@@ -340,8 +336,7 @@ class AtomicOutput:
         return f"{self.final}/{name}"
 
     def _checksums_back(self) -> None:
-        """The session's local file system (one object, shared by every write of the session)
-        writes .crc side files again once the output is done."""
+        """The session's local file system (shared by all its writes) writes .crc files again."""
         if self._local is not None:
             self._local.setWriteChecksum(True)
             self._local = None
