@@ -132,3 +132,12 @@ def test_the_output_writer_chooses_the_workers_for_a_local_path(spark, docs, tmp
     assert_df_equality(spark.read.parquet(str(tmp_path / "out" / "by_workers")),
                        spark.read.parquet(str(tmp_path / "out" / "by_spark")),
                        ignore_row_order=True)
+
+
+def test_uncompressed_files_are_named_as_spark_names_them(spark, docs, tmp_path):
+    write_worker_parquet(ArrowRows(docs, _words, ROWS), str(tmp_path / "w"), compression="none")
+    files = sorted(p.name for p in (tmp_path / "w").glob("part-*"))
+    assert files and all(f.endswith(".parquet") and ".none" not in f for f in files)
+    footer = pq.read_metadata(tmp_path / "w" / files[0])
+    assert footer.row_group(0).column(0).compression == "UNCOMPRESSED"
+    assert spark.read.parquet(str(tmp_path / "w")).count() == 5

@@ -87,8 +87,7 @@ def write_worker_parquet(rows: ArrowRows, path: str, compression: str = "snappy"
             os.replace(row["file"], os.path.join(path, os.path.basename(row["file"])))
         if not written:  # no rows: one file of the schema, so that the output reads
             pq.write_table(_arrow_schema(rows.schema).empty_table(), os.path.join(
-                path, f"part-00000-{uuid.uuid4().hex}.{compression}.parquet"),
-                compression=compression)
+                path, _file_name(0, uuid.uuid4().hex, compression)), compression=compression)
         open(os.path.join(path, "_SUCCESS"), "wb").close()
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
@@ -96,6 +95,11 @@ def write_worker_parquet(rows: ArrowRows, path: str, compression: str = "snappy"
 
 WRITTEN = T.StructType([T.StructField("file", T.StringType(), False),
                         T.StructField("rows", T.LongType(), False)])
+
+
+def _file_name(part: int, token: str, compression: str) -> str:
+    """Named as Spark names its files: part, id, codec (none for uncompressed files)."""
+    return f"part-{part:05d}-{token}{'' if compression == 'none' else '.' + compression}.parquet"
 
 
 def _arrow_schema(schema: T.StructType) -> pa.Schema:
@@ -112,7 +116,7 @@ def _write_files(source: Iterator[pa.RecordBatch], batches: Batches, schema: T.S
     token = uuid.uuid4().hex
     target = _arrow_schema(schema)
     attempt_dir = os.path.join(folder, f"{part:05d}-{attempt}-{token}")
-    file = os.path.join(attempt_dir, f"part-{part:05d}-{token}.{compression}.parquet")
+    file = os.path.join(attempt_dir, _file_name(part, token, compression))
     out = None
     n = 0
     try:
