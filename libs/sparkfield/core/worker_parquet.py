@@ -12,7 +12,8 @@ succeeded are kept:
   returns one row, the file's name and row count (``mapInArrow``, collected);
 - when every task has succeeded, the driver moves the files of the collected rows into
   ``<path>``; it deletes ``_temporary`` either way, with the files of failed or duplicate
-  attempts;
+  attempts (with speculative execution, off by default, a duplicate that Spark kills as the
+  job ends could still make its folder there in the moment before its worker stops);
 - the files carry Spark's schema (the ``org.apache.spark.sql.parquet.row.metadata`` key of
   the footer, as Spark's writer sets it), so ``spark.read.parquet`` gives the same columns,
   vectors included; a result without rows is one file without rows, as Spark writes it.
