@@ -193,19 +193,26 @@ class PunktSplitter:
         if known is not None:
             return known
         toks = WORD_TOKEN.findall(context)
-        found = False
-        if len(toks) > 1:
-            first = self._first_pass(toks[0])
-            for i in range(len(toks) - 1):
-                nxt = toks[i + 1]
-                nxt_first = self._first_pass(nxt)
-                if self._breaks_after(toks[i], first, nxt, nxt_first):
-                    found = True
-                    break
-                first = nxt_first
-        if len(self._cache) >= self._cache_size:
-            self._cache.clear()
-        self._cache[context] = found
+        found = len(toks) > 1 and self._break_before_last(toks)[0]
+        return self._remember(self._cache, context, found)
+
+    def _break_before_last(self, toks: list[str]) -> tuple[bool, int]:
+        """Whether a token of ``toks`` other than the last ends a sentence, and the
+        first-pass annotation of the last token looked at."""
+        first = self._first_pass(toks[0])
+        for i in range(len(toks) - 1):
+            nxt = toks[i + 1]
+            nxt_first = self._first_pass(nxt)
+            if self._breaks_after(toks[i], first, nxt, nxt_first):
+                return True, nxt_first
+            first = nxt_first
+        return False, first
+
+    def _remember(self, cache: dict[str, bool], key: str, found: bool) -> bool:
+        """``found``, kept in ``cache`` (emptied when it reaches the cache size)."""
+        if len(cache) >= self._cache_size:
+            cache.clear()
+        cache[key] = found
         return found
 
     def _breaks_whatever_follows(self, word: str) -> bool:
@@ -224,27 +231,21 @@ class PunktSplitter:
         toks = WORD_TOKEN.findall(word)
         found = False
         if toks:
-            first = self._first_pass(toks[0])
-            for i in range(len(toks) - 1):
-                nxt = toks[i + 1]
-                nxt_first = self._first_pass(nxt)
-                if self._breaks_after(toks[i], first, nxt, nxt_first):
-                    found = True
-                    break
-                first = nxt_first
-            else:
-                last = toks[-1]
-                if last[-1] != ".":
-                    found = first == _BREAK
-                elif first == _BREAK and not _is_initial(last):
-                    typ = _type(last)
-                    if len(typ) > 1 and typ[-1] == ".":
-                        typ = typ[:-1]
-                    found = typ != NUMBER and typ not in self._collocation_firsts
-        if len(self._word_cache) >= self._cache_size:
-            self._word_cache.clear()
-        self._word_cache[word] = found
-        return found
+            found, first = self._break_before_last(toks)
+            found = found or self._breaks_unseen_next(toks[-1], first)
+        return self._remember(self._word_cache, word, found)
+
+    def _breaks_unseen_next(self, tok: str, first: int) -> bool:
+        """Whether ``tok`` (first-pass annotation ``first``) ends a sentence whatever token
+        follows it (NLTK's second pass needs no look at the next token)."""
+        if tok[-1] != ".":
+            return first == _BREAK
+        if first != _BREAK or _is_initial(tok):
+            return False
+        typ = _type(tok)
+        if len(typ) > 1 and typ[-1] == ".":
+            typ = typ[:-1]
+        return typ != NUMBER and typ not in self._collocation_firsts
 
     def split(self, text: str) -> list[str]:
         """Sentences of ``text``, exactly as NLTK's ``tokenize`` gives them for each of its
