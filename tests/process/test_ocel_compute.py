@@ -7,13 +7,15 @@ from contextlib import ExitStack
 
 import pandas as pd
 import yaml
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.keep import LOCAL_CHECKPOINT, Keeper
 from sparkfield.process.analysis.views import case_sequences, compute_views
-from sparkfield.process.extraction.sources import with_row_order
+from sparkfield.process.extraction.sources import given_frames, with_row_order
 from sparkfield.process.jobs.ocel import compute
-from sparkfield.process.ocel.build import plan_from
+from sparkfield.process.ocel.build import plan_from, shared_keep
 from sparkfield.process.ocel.mapping import parse_ocel_mapping
 from sparkfield.process.ocel.views import VARIANT_COLUMNS, flatten
 
@@ -186,3 +188,41 @@ def test_compute_builds_the_log_its_rejects_and_the_views_without_a_report(spark
         pd.testing.assert_frame_equal(tv.small["activities"], acts_t, check_dtype=False)
         assert [tuple(r) for r in tv.variants.collect()] == variants_t, otype
     assert "Place" in c.map_dot and "order: 2" in c.map_dot
+
+
+def _computed(spark, stack, mode):
+    """compute on the inline frames, with the sources kept before planning as the job does."""
+    mapping = parse_ocel_mapping(yaml.safe_load(MAPPING))
+    keep = Keeper(stack, mode)
+    planned = plan_from(given_frames(_frames(spark), mapping, shared_keep(mapping, keep)),
+                        mapping, shared_kept=True)
+    return compute(planned, stack, input_name="inline", keep=keep)
+
+
+def _sortable(df):
+    """``df`` with its map, array and struct columns as JSON (rows sortable to compare)."""
+    return df.select(*[F.to_json(f.name).alias(f.name)
+                       if isinstance(f.dataType, (T.MapType, T.ArrayType, T.StructType))
+                       else F.col(f.name) for f in df.schema.fields])
+
+
+def test_local_checkpoints_give_the_tables_and_views_that_caching_gives(spark):
+    with ExitStack() as stack:
+        cached = _computed(spark, stack, None)  # the session's mode: cache
+        cut = _computed(spark, stack, LOCAL_CHECKPOINT)
+        for name in ("events", "objects", "e2o", "o2o", "changes", "rejects"):
+            a, b = getattr(cached.tables, name), getattr(cut.tables, name)
+            assert_df_equality(_sortable(b), _sortable(a), ignore_row_order=True,
+                               ignore_nullable=True)
+        for otype, tv in cached.views.items():
+            for view, table in tv.small.items():
+                pd.testing.assert_frame_equal(cut.views[otype].small[view], table)
+            assert_df_equality(cut.views[otype].variants, tv.variants)
+        assert cut.stats.counts == cached.stats.counts
+        assert cut.stats.rejects == cached.stats.rejects
+        levels = {c["name"]: c["level"] for c in cut.stats.cached}
+        assert levels["source orders"] == levels["ocel_event_rows"] == "LOCAL_CHECKPOINT"
+        assert {c["level"] for c in cached.stats.cached} == {"MEMORY_AND_DISK_DESER"}
+        assert [c["name"] for c in cut.stats.cached] == [c["name"] for c in cached.stats.cached]
+    # the checkpointed tables outlive the run's stack, as the result hands them back
+    assert cut.tables.events.count() == cached.stats.outputs["events"]

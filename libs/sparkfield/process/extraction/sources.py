@@ -4,7 +4,7 @@ what the classic and the object-centric extraction share."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
@@ -128,15 +128,22 @@ def compile_expr(df: DataFrame, text: str, label: str, field: str,
     return F.expr(text)
 
 
-def source_frames(spark: SparkSession, mapping: Any) -> dict[str, DataFrame]:
+Keep = Callable[[DataFrame, str], DataFrame]
+"""Applied to every source and view by name as it is made (e.g. kept when several plans read
+it); what it returns is what the views and the planners read."""
+
+
+def source_frames(spark: SparkSession, mapping: Any, keep: Keep | None = None
+                  ) -> dict[str, DataFrame]:
     """Every source and SQL view of a mapping (classic or object-centric) by name, each with
     ``__row``: its row order in a source; 0 in a view (a join has no stable row order, so ties
     inside a view are broken by activity name)."""
     return with_views(spark, {name: read_source(spark, s)
-                              for name, s in mapping.sources.items()}, mapping)
+                              for name, s in mapping.sources.items()}, mapping, keep)
 
 
-def given_frames(frames: Mapping[str, DataFrame], mapping: Any) -> dict[str, DataFrame]:
+def given_frames(frames: Mapping[str, DataFrame], mapping: Any, keep: Keep | None = None
+                 ) -> dict[str, DataFrame]:
     """:func:`source_frames` of a mapping of frames: the frames given for its sources (by
     name, in their row order), and its views over them."""
     for name in mapping.sources:
@@ -148,16 +155,17 @@ def given_frames(frames: Mapping[str, DataFrame], mapping: Any) -> dict[str, Dat
                               f"{type(frames[name]).__name__}")
     spark = frames[next(iter(mapping.sources))].sparkSession
     return with_views(spark, {name: with_row_order(frames[name]) for name in mapping.sources},
-                      mapping)
+                      mapping, keep)
 
 
-def with_views(spark: SparkSession, frames: dict[str, DataFrame], mapping: Any
-               ) -> dict[str, DataFrame]:
+def with_views(spark: SparkSession, frames: dict[str, DataFrame], mapping: Any,
+               keep: Keep | None = None) -> dict[str, DataFrame]:
     """The sources (with ``__row``) and the mapping's views. Each source is registered as a
     temporary view of its name, so that views and expressions may query it; views are
     registered in mapping order: a view may select from the sources and the views before
-    it."""
-    frames = dict(frames)
+    it. ``keep`` is applied to each source and view before anything reads it."""
+    keep = keep or (lambda df, name: df)
+    frames = {name: keep(df, name) for name, df in frames.items()}
     for name, df in frames.items():
         df.drop(ROW_COL).createOrReplaceTempView(name)
     for name, query in mapping.views.items():
@@ -166,6 +174,6 @@ def with_views(spark: SparkSession, frames: dict[str, DataFrame], mapping: Any
         except (AnalysisException, ParseException) as exc:
             first = str(exc).strip().splitlines()[0]
             raise MappingError(f"view {name!r}: {first}") from None
-        view.createOrReplaceTempView(name)
-        frames[name] = view.withColumn(ROW_COL, F.lit(0).cast("long"))
+        frames[name] = keep(view.withColumn(ROW_COL, F.lit(0).cast("long")), name)
+        frames[name].drop(ROW_COL).createOrReplaceTempView(name)
     return frames

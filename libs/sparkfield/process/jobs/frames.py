@@ -24,6 +24,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 
 from sparkfield.core.errors import ConfigError
+from sparkfield.core.keep import Keeper
 from sparkfield.core.report import Stats
 from sparkfield.process.analysis.views import Views
 from sparkfield.process.extraction.extract import extract_from
@@ -33,7 +34,7 @@ from sparkfield.process.extraction.sources import given_frames
 from sparkfield.process.jobs import ocel as ocel_job
 from sparkfield.process.jobs.compute import classify_extracted, compute, note_empty_sources
 from sparkfield.process.jobs.params import EVENT_LOG
-from sparkfield.process.ocel.build import plan_from
+from sparkfield.process.ocel.build import plan_from, shared_keep
 from sparkfield.process.ocel.mapping import OcelMapping
 from sparkfield.process.ocel.views import TypeViews
 
@@ -150,11 +151,13 @@ def ocel_from_frames(frames: AnyMapping[str, DataFrame], mapping: MappingSpec, *
     p = EVENT_LOG.parse({"top_k_arcs": top_k_arcs, "output": None})
     parsed = _mapping(mapping, frames, OcelMapping)
     stats = Stats()
-    with stats.step("plan"):
-        planned = plan_from(given_frames(frames, parsed), parsed)
     stack = ExitStack()
     with _released_on_error(stack):
-        c = ocel_job.compute(planned, stack, p.top_k_arcs, INPUT_NAME)
+        keep = Keeper(stack)
+        with stats.step("plan"):
+            planned = plan_from(given_frames(frames, parsed, shared_keep(parsed, keep)),
+                                parsed, shared_kept=True)
+        c = ocel_job.compute(planned, stack, p.top_k_arcs, INPUT_NAME, keep)
     stats.merge(c.stats)
     t = c.tables
     return OcelLog(objects=t.objects, events=t.events, e2o=t.e2o, o2o=t.o2o, changes=t.changes,

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.io import AtomicOutput, optional_output
+from sparkfield.core.keep import Keeper
 from sparkfield.core.report import RunReport, Stats
 from sparkfield.core.spark_ui import publish
 from sparkfield.process.analysis import process_map
@@ -46,11 +46,11 @@ LOST_WORDS = {"objects": "objects", "events": "events", "e2o": "event-object rel
 @dataclass
 class OcelComputed:
     """What :func:`compute` returns. The tables and each type's variants (and the case
-    object type's flattened log) stay cached until the ``stack`` given to compute closes, so
-    the writers read them from the cache."""
+    object type's flattened log) are kept (cached until the ``stack`` given to compute
+    closes, or local checkpoints), so the writers read them as computed once."""
 
     tables: OcelTables
-    rows: dict[str, int]  # rows of every cached table, by its name
+    rows: dict[str, int]  # rows of every kept table, by its name
     types: Types
     views: dict[str, TypeViews]  # by object type, in mapping order
     map_dot: str  # the object-centric process map (DOT)
@@ -63,11 +63,19 @@ def run_ocel(spark: SparkSession, p: Any, mapping: OcelMapping, report: RunRepor
     if p.sample is not None and p.sample < 1:
         raise ConfigError("sample is not supported for an object-centric mapping: an event "
                           "relates to many objects, so there is no whole case to keep")
-    with report.step("plan"):  # reads headers and checks every expression, no data yet
-        planned = plan(spark, mapping)
-    report.counts["object_centric"] = True
-    with optional_output(spark, p.output, report.job) as out, ExitStack() as stack:
-        c = compute(planned, stack, p.top_k_arcs, p.mapping)
+    with ExitStack() as stack:
+        keep = Keeper(stack)
+        with report.step("plan"):  # reads headers and checks every expression, no data yet
+            planned = plan(spark, mapping, keep)
+        report.counts["object_centric"] = True
+        return _computed(spark, p, mapping, report, skew_ratio, planned, keep)
+
+
+def _computed(spark: SparkSession, p: Any, mapping: OcelMapping, report: RunReport,
+              skew_ratio: float, planned: OcelPlan, keep: Keeper) -> ProcessResult:
+    """The planned log computed and written (while ``keep``'s frames are kept)."""
+    with optional_output(spark, p.output, report.job) as out:
+        c = compute(planned, keep.stack, p.top_k_arcs, p.mapping, keep)
         report.merge(c.stats)
         small = {otype: tv.small for otype, tv in c.views.items()}
         result = ProcessResult(events=c.tables.events, views=small[mapping.main_type],
@@ -82,30 +90,25 @@ def run_ocel(spark: SparkSession, p: Any, mapping: OcelMapping, report: RunRepor
 
 
 def compute(planned: OcelPlan, stack: ExitStack, top_k_arcs: int | None = None,
-            input_name: str | None = None) -> OcelComputed:
-    """The planned log validated into its tables (cached), with their rejects, each object
-    type's flattened views, the process map and what was counted. Writes nothing; raises
-    InputError when no event is usable.
+            input_name: str | None = None, keep: Keeper | None = None) -> OcelComputed:
+    """The planned log validated into its tables (kept: cached, or local checkpoints as the
+    session's ``spark.sparkfield.keep`` says, see :mod:`sparkfield.core.keep`), with their
+    rejects, each object type's flattened views, the process map and what was counted.
+    Writes nothing; raises InputError when no event is usable. ``keep``: the keeper
+    ``planned`` was planned with, if any (its frames are then listed with the others).
 
     Validation is one Spark action: the tallies of every row set (rows by source and reject
     reason, objects by type, kept events by activity) are aggregated together, and computing
-    them fills the caches that the log's tables, the views and the writers read."""
+    them fills the kept frames that the log's tables, the views and the writers read."""
     stats = Stats()
-    kept: list[str] = []
-
-    def keep(df: DataFrame, name: str) -> DataFrame:
-        persisted = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-        stack.callback(persisted.unpersist, True)
-        kept.append(name)
-        return persisted
-
+    keep = keep if keep is not None else Keeper(stack)
     mapping = planned.mapping
     with stats.step("validate"):
         t = validate(planned, keep)
         tallies = t.tallies.collect()
     rows = _rows(tallies)
-    stats.cached.extend({"name": n, "level": "MEMORY_AND_DISK_DESER", "rows": rows.get(n)}
-                        for n in kept)
+    stats.cached.extend({"name": n, "level": keep.level, "rows": rows.get(n)}
+                        for n in keep.names)
     by_source = _count_rejects(tallies, stats)
     if not rows["ocel_events"]:
         raise InputError(f"{input_name}: no usable events ({sum(by_source.values())} rejects)")
@@ -119,7 +122,7 @@ def compute(planned: OcelPlan, stack: ExitStack, top_k_arcs: int | None = None,
     types = log_types(t, mapping, acts)
     stats.counts["event_types"] = len(types.events)
     with stats.step("views"):
-        views = all_type_views(t, mapping, stack, stats)
+        views = all_type_views(t, mapping, keep, stats)
     stats.counts["flattened"] = {otype: tv.flattened for otype, tv in views.items()}
     stats.counts["cases"] = views[mapping.main_type].flattened["cases"]  # objects of it
     with stats.step("ocel_map"):

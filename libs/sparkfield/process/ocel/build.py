@@ -26,7 +26,6 @@ every cache), so their rules stay side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -42,16 +41,17 @@ from sparkfield.process.eventlog.events import (
     parse_timestamp,
 )
 from sparkfield.process.eventlog.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
-from sparkfield.process.extraction.sources import ROW_COL, compile_expr, source_frames
+from sparkfield.process.extraction.sources import (
+    ROW_COL,
+    Keep,
+    compile_expr,
+    source_frames,
+)
 from sparkfield.process.ocel.mapping import SOURCE_KEY, OcelActivity, OcelMapping
 
 EID, OID, OTYPE, QUAL = "ocel_id", "ocel_id", "ocel_type", "ocel_qualifier"
 E2O_EVENT, E2O_OBJECT = "ocel_event_id", "ocel_object_id"
 TYPE_INDEX = "type_index"
-
-Keep = Callable[[DataFrame, str], DataFrame]
-"""Applied to a named row set that several tables derive from (e.g. persist it)."""
-
 
 def object_id(type_name: str, key: Column) -> Column:
     """The log-wide object id of a source key: ``<type>:<key>`` (null for a null key)."""
@@ -115,8 +115,10 @@ class OcelPlan:
     events: DataFrame  # with ``objs``: the related objects (type, id, qualifier, key)
     changes: DataFrame | None  # object attribute changes; None when the mapping has none
     o2o: DataFrame | None  # object-to-object relations; None when the mapping has none
-    # the sources and views that several entries read (kept by :func:`validate`)
+    # the sources and views that several entries read (kept by :func:`validate`, unless
+    # :func:`plan` kept them before planning on them: ``shared_kept``)
     shared: dict[str, DataFrame] = field(default_factory=dict)
+    shared_kept: bool = False
 
 
 def _filtered(df: DataFrame, where: str | None, label: str) -> DataFrame:
@@ -258,24 +260,39 @@ def plan_o2o(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | 
     return reduce(DataFrame.unionByName, parts) if parts else None
 
 
-def plan(spark: SparkSession, mapping: OcelMapping) -> OcelPlan:
+def plan(spark: SparkSession, mapping: OcelMapping, keep: Keep | None = None) -> OcelPlan:
     """Plan the whole log: the sources' headers are read and every expression is checked,
-    no data yet."""
-    return plan_from(source_frames(spark, mapping), mapping)
+    no data yet. ``keep`` (see :func:`shared_keep`) is applied to the sources and views that
+    several entries read before anything is planned on them."""
+    return plan_from(source_frames(spark, mapping, shared_keep(mapping, keep)), mapping,
+                     shared_kept=keep is not None)
 
 
-def plan_from(frames: dict[str, DataFrame], mapping: OcelMapping) -> OcelPlan:
+def plan_from(frames: dict[str, DataFrame], mapping: OcelMapping,
+              shared_kept: bool = False) -> OcelPlan:
     """:func:`plan` on given frames: every source and view of ``mapping`` by name, each with
-    its row order (:func:`~sparkfield.process.extraction.sources.with_row_order`)."""
+    its row order (:func:`~sparkfield.process.extraction.sources.with_row_order`);
+    ``shared_kept``: the frames that several entries read are kept already."""
+    shared = _shared_names(mapping)
     return OcelPlan(mapping=mapping, objects=plan_objects(frames, mapping),
                     events=plan_events(frames, mapping), changes=plan_changes(frames, mapping),
-                    o2o=plan_o2o(frames, mapping), shared=_shared(frames, mapping))
+                    o2o=plan_o2o(frames, mapping),
+                    shared={n: df for n, df in frames.items() if n in shared},
+                    shared_kept=shared_kept)
 
 
-def _shared(frames: dict[str, DataFrame], mapping: OcelMapping) -> dict[str, DataFrame]:
-    """The frames read more than once: every source (the views read them too) and each view
-    that several entries name. Kept, each is read (a CSV parsed, a view's joins run) once
-    rather than once per entry."""
+def shared_keep(mapping: OcelMapping, keep: Keep | None) -> Keep | None:
+    """``keep`` for the sources and views of ``mapping`` that several entries read (each
+    then read once: a CSV parsed, a view's joins run), as ``source <name>``; the others are
+    left as they are."""
+    if keep is None:
+        return None
+    shared = _shared_names(mapping)
+    return lambda df, name: keep(df, f"source {name}") if name in shared else df
+
+
+def _shared_names(mapping: OcelMapping) -> set[str]:
+    """Every source (the views read them too) and each view that several entries name."""
     uses: dict[str, int] = {}
     names = [*(t.source for t in mapping.objects.values()),
              *(c.source for t in mapping.objects.values() for c in t.changes),
@@ -283,8 +300,7 @@ def _shared(frames: dict[str, DataFrame], mapping: OcelMapping) -> dict[str, Dat
              *(r.source for r in mapping.object_relations)]
     for name in names:
         uses[name] = uses.get(name, 0) + 1
-    return {name: df for name, df in frames.items()
-            if name in mapping.sources or uses.get(name, 0) > 1}
+    return {*mapping.sources, *(n for n, k in uses.items() if k > 1)}
 
 
 def _activity_label(a: OcelActivity) -> str:
@@ -395,8 +411,9 @@ def validate(planned: OcelPlan, keep: Keep | None = None) -> OcelTables:
     on the tallies then fills them all."""
     keep = keep or (lambda df, name: df)
     mapping = planned.mapping
-    for name, df in planned.shared.items():  # the plans below read the kept frame
-        keep(df, f"source {name}")
+    if not planned.shared_kept:  # the plans below read the kept frame (the cache's)
+        for name, df in planned.shared.items():
+            keep(df, f"source {name}")
     objects_all = keep(planned.objects, "ocel_object_rows")
     events_all = keep(planned.events, "ocel_event_rows")
     act_source = _activity_source(mapping)
@@ -425,4 +442,4 @@ def validate(planned: OcelPlan, keep: Keep | None = None) -> OcelTables:
 
 def build(spark: SparkSession, mapping: OcelMapping, keep: Keep | None = None) -> OcelTables:
     """:func:`plan` and :func:`validate` in one: the whole log of ``mapping``."""
-    return validate(plan(spark, mapping), keep)
+    return validate(plan(spark, mapping, keep), keep)

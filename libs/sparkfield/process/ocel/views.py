@@ -7,15 +7,14 @@ timestamps keep the classic order (``schema.ORDER``).
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
 import pandas as pd
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkfield.core.collect import collect_small
+from sparkfield.core.keep import Keeper
 from sparkfield.core.report import Stats
 from sparkfield.process.analysis.views import (
     Views,
@@ -65,9 +64,10 @@ def flatten(tables: OcelTables, object_type: str) -> DataFrame:
 
 @dataclass
 class TypeViews:
-    """One object type's views (see :func:`all_type_views`). ``variants`` stays cached until
-    the ``stack`` given to it closes; so do ``events`` (the flattened log) and ``views`` when
-    the log is kept (the case object type's classic log), else they are None."""
+    """One object type's views (see :func:`all_type_views`). ``variants`` is kept by the
+    keeper given to it (cached until its stack closes); so are ``events`` (the flattened
+    log) and ``views`` when the log is kept (the case object type's classic log), else they
+    are None."""
 
     # dfg and activities, collected; variants too when the log is small (SMALL_CASES), and,
     # for the case object type, start_activities and end_activities
@@ -82,12 +82,6 @@ SMALL_CASES = 100_000
 """Up to this many cases over all the object types, the variants (at most one per case) are
 collected with the other small views and written from the driver, not by one Spark job per
 type."""
-
-
-def _persist(df: DataFrame, stack: ExitStack) -> DataFrame:
-    persisted = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
-    stack.callback(persisted.unpersist, True)
-    return persisted
 
 
 def _type_of(case: Column) -> Column:
@@ -117,20 +111,20 @@ def _split(table: pd.DataFrame, otypes: list[str], order: list[str], ascending: 
     return out
 
 
-def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, stats: Stats
+def all_type_views(tables: OcelTables, mapping: OcelMapping, keep: Keeper, stats: Stats
                    ) -> dict[str, TypeViews]:
     """Every object type's flattened views, all the types in the same few Spark jobs: the
-    flattened cases of every type are built and cached once, and each view is one
+    flattened cases of every type are built and kept once, and each view is one
     aggregation grouped by type (the classic views of ``process.views``, computed per type);
-    dfg and activities are small and collected. The variants stay cached on ``stack``, and,
+    dfg and activities are small and collected. The variants stay kept by ``keep``, and,
     for the case object type, its flattened log and classic views."""
     otypes = list(mapping.objects)
-    seqs = _persist(all_sequences(tables), stack)
+    seqs = keep(all_sequences(tables), "flattened_cases")
     with stats.step("cache flattened_cases"):
         sizes = {r[OTYPE]: (r["cases"], r["events"]) for r in seqs.groupBy(OTYPE).agg(
             F.count(F.lit(1)).alias("cases"),
             F.sum(F.size("seq")).alias("events")).collect()}
-    stats.cached.append({"name": "flattened_cases", "level": "MEMORY_AND_DISK_DESER",
+    stats.cached.append({"name": "flattened_cases", "level": keep.level,
                          "rows": sum(c for c, _ in sizes.values())})
     arcs = pairs(seqs, OTYPE)
     dfg = (arcs.groupBy(OTYPE, "source", "target")
@@ -143,9 +137,9 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
     case_table = cases(seqs).withColumn(OTYPE, _type_of(F.col(CASE)))
     share = F.col("cases") / F.element_at(F.create_map(*[
         x for t, n in n_cases.items() for x in (F.lit(t), F.lit(max(n, 1)))]), F.col(OTYPE))
-    variants = _persist(case_table.groupBy(OTYPE, "variant").agg(
+    variants = keep(case_table.groupBy(OTYPE, "variant").agg(
         F.count(F.lit(1)).alias("cases"), F.avg("duration_s").alias("mean_duration_s"))
-        .withColumn("share", share), stack)
+        .withColumn("share", share), "variants")
     case_type = mapping.case_object_type
     own = None if case_type is None else seqs.where(F.col(OTYPE) == case_type).select(
         object_key(case_type, F.col(CASE)).alias(CASE), "seq")
@@ -172,7 +166,7 @@ def all_type_views(tables: OcelTables, mapping: OcelMapping, stack: ExitStack, s
                                   "events": sizes.get(otype, (0, 0))[1] or 0,
                                   "dfg_arcs": len(small["dfg"])})
         if otype == case_type:
-            tv.events = _persist(flatten(tables, otype), stack)
+            tv.events = keep(flatten(tables, otype), f"flattened {otype}")
             tv.views = replace(compute_views(tv.events, own, n_cases[otype]),
                                variants=mine)
             split = _split(got["endpoints"], ["start", "end"], ["cases", ACTIVITY],
