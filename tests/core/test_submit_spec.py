@@ -114,10 +114,11 @@ def test_the_sessions_jvm_runs_with_those_regions(spark):
     assert any("G1" in b.getName() for b in beans)
 
 
-# -- a small input: C1 only, no adaptive execution ------------------------------------------
+# -- a small input: C1 only, no adaptive execution, kept frames as local checkpoints --------
 
 SMALL = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-         "spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+         "spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2",
+         "spark.sparkfield.keep": "local_checkpoint"}
 
 
 def _small_part(conf: dict[str, str]) -> dict[str, str | None]:
@@ -135,6 +136,7 @@ def test_a_small_input_gets_c1_only_and_no_adaptive_execution(tmp_path, monkeypa
                   submit_spec("process_mining", "cluster", CONF, job_args=["--log", "log.xes"])):
         assert "spark.driver.extraJavaOptions" not in other.conf
         assert other.conf["spark.sql.adaptive.enabled"] == "true"
+        assert "spark.sparkfield.keep" not in other.conf  # cached: recomputed if lost
     # the quick profile's own C1 flag is not given twice
     quick = submit_spec("process_mining", "local,quick", CONF, job_args=["--log", "log.xes"])
     assert _small_part(quick.conf) == SMALL

@@ -4,7 +4,8 @@ says: cached (the default) or as local checkpoints.
 A cached frame keeps its whole plan: every plan built on it carries that plan, and Spark
 analyses, optimises and matches it against the cache each time. On a large input that costs
 little beside the data. On a small one it is most of the run: event_log on an OCEL mapping of
-830 orders spent about 20 s of 60 s planning over its cached tables. A local checkpoint
+830 orders took 65.8 s with its frames cached and 47.5 s with them checkpointed (means of
+four alternated runs; docs/operations.md). A local checkpoint
 (``localCheckpoint(eager=False)``) cuts the lineage: plans on it start from its stored
 partitions, which the first job that reads it fills. Its blocks live in executor storage
 and are not recomputed when an executor is lost, so it suits small inputs on one machine;
@@ -55,11 +56,16 @@ class Keeper:
         """How the frames are kept, in the run report's words."""
         return "LOCAL_CHECKPOINT" if self.mode == LOCAL_CHECKPOINT else "MEMORY_AND_DISK_DESER"
 
-    def __call__(self, df: DataFrame, name: str) -> DataFrame:
+    def cuts_lineage(self, spark: SparkSession) -> bool:
+        """Whether frames are kept as local checkpoints: then a frame read once is worth
+        keeping too, for the plans it keeps small."""
         if self.mode is None:
-            self.mode = keep_mode(df.sparkSession)
+            self.mode = keep_mode(spark)
+        return self.mode == LOCAL_CHECKPOINT
+
+    def __call__(self, df: DataFrame, name: str) -> DataFrame:
         self.names.append(name)
-        if self.mode == LOCAL_CHECKPOINT:
+        if self.cuts_lineage(df.sparkSession):
             return df.localCheckpoint(eager=False)
         persisted = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         self.stack.callback(persisted.unpersist, True)

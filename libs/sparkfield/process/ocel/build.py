@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from sparkfield.core.io import CORRUPT_COL, corrupt_record, rejects_of
+from sparkfield.core.keep import Keeper
 from sparkfield.process.eventlog.events import (
     LOCAL_PROBLEM,
     REASON,
@@ -52,6 +53,7 @@ from sparkfield.process.ocel.mapping import SOURCE_KEY, OcelActivity, OcelMappin
 EID, OID, OTYPE, QUAL = "ocel_id", "ocel_id", "ocel_type", "ocel_qualifier"
 E2O_EVENT, E2O_OBJECT = "ocel_event_id", "ocel_object_id"
 TYPE_INDEX = "type_index"
+
 
 def object_id(type_name: str, key: Column) -> Column:
     """The log-wide object id of a source key: ``<type>:<key>`` (null for a null key)."""
@@ -284,11 +286,17 @@ def plan_from(frames: dict[str, DataFrame], mapping: OcelMapping,
 def shared_keep(mapping: OcelMapping, keep: Keep | None) -> Keep | None:
     """``keep`` for the sources and views of ``mapping`` that several entries read (each
     then read once: a CSV parsed, a view's joins run), as ``source <name>``; the others are
-    left as they are."""
+    left as they are, unless ``keep`` is a :class:`Keeper` that cuts lineage (every view
+    then gives the plans on it a short one)."""
     if keep is None:
         return None
     shared = _shared_names(mapping)
-    return lambda df, name: keep(df, f"source {name}") if name in shared else df
+
+    def kept(df: DataFrame, name: str) -> DataFrame:
+        cut = isinstance(keep, Keeper) and keep.cuts_lineage(df.sparkSession)
+        return keep(df, f"source {name}") if cut or name in shared else df
+
+    return kept
 
 
 def _shared_names(mapping: OcelMapping) -> set[str]:
