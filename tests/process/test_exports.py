@@ -51,3 +51,28 @@ def test_a_csv_log_is_exported_as_xes_only_unless_asked(spark, tmp_path, capsys)
     dfg = pd.read_csv(out / "dfg.csv")
     assert dfg.to_dict("records") == [{"source": "create", "target": "ship", "frequency": 1,
                                        "mean_s": 86400.0, "median_s": 86400.0}]
+
+
+def test_the_csv_export_is_the_same_file_whatever_the_partitions(spark, tmp_path):
+    """Events alike in case, time, source order, row order and activity (rows of a joined
+    view) follow their attributes, so the file does not depend on how the log is laid out."""
+    from pyspark.sql import functions as F
+
+    from sparkfield.process.eventlog.schema import EVENT_SCHEMA
+    from sparkfield.process.eventlog.xes import write_csv_gz
+
+    when = pd.Timestamp("2024-01-01 10:00:00").to_pydatetime()
+    rows = [("c1", "ship", when, None, None, {"item": str(i)}, 0, 0) for i in range(12)]
+    rows += [("c1", "ship", when, None, None, None, 0, 0),
+             ("c2", "pay", when, None, None, None, 1, 0)]
+    events = spark.createDataFrame(rows, EVENT_SCHEMA)
+    files = []
+    for n, desc in ((1, False), (4, True), (3, False)):
+        laid = events.repartition(n).orderBy(F.col("attributes.item").desc_nulls_first()) \
+            if desc else events.repartition(n)
+        target = tmp_path / f"log{n}.csv.gz"
+        write_csv_gz(spark, laid, str(target))
+        files.append(gzip.decompress(target.read_bytes()).decode())
+    assert files[0] == files[1] == files[2]
+    items = [line.split(",", 5)[5] for line in files[0].splitlines()[1:] if "ship" in line]
+    assert items[0] == "" and items[1:] == sorted(items[1:]) and len(items) == 13
