@@ -81,7 +81,7 @@ def _computed(spark: SparkSession, p: Any, mapping: OcelMapping, report: RunRepo
         result = ProcessResult(events=c.tables.events, views=small[mapping.main_type],
                                report=report, rejects=report.total_rejects, output=p.output)
         result.extras["ocel_views"] = small
-        result.extras["ocel"] = c.tables  # read again from the sources once the run is over
+        result.extras["ocel"] = c.tables  # after the run: from the sources (cached) or checkpoints
         if out is not None:
             _write(spark, p, out, c, mapping, report)
         publish(spark, out, report, skew_ratio, p.max_reject_fraction)
