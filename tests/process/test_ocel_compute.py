@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.keep import LOCAL_CHECKPOINT, Keeper
+from sparkfield.core.practices import cached_storage_bytes
 from sparkfield.process.analysis.views import case_sequences, compute_views
 from sparkfield.process.extraction.sources import given_frames, with_row_order
 from sparkfield.process.jobs.ocel import compute
@@ -207,6 +208,7 @@ def _sortable(df):
 
 
 def test_local_checkpoints_give_the_tables_and_views_that_caching_gives(spark):
+    before = cached_storage_bytes(spark)
     with ExitStack() as stack:
         cached = _computed(spark, stack, None)  # the session's mode: cache
         cut = _computed(spark, stack, LOCAL_CHECKPOINT)
@@ -224,5 +226,5 @@ def test_local_checkpoints_give_the_tables_and_views_that_caching_gives(spark):
         assert levels["source orders"] == levels["ocel_event_rows"] == "LOCAL_CHECKPOINT"
         assert {c["level"] for c in cached.stats.cached} == {"MEMORY_AND_DISK_DESER"}
         assert [c["name"] for c in cut.stats.cached] == [c["name"] for c in cached.stats.cached]
-    # the checkpointed tables outlive the run's stack, as the result hands them back
-    assert cut.tables.events.count() == cached.stats.outputs["events"]
+    # both runs' frames, cached or checkpointed, are dropped with the stack
+    assert cached_storage_bytes(spark) == before

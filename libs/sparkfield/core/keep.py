@@ -20,6 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkfield.core.errors import ConfigError
+from sparkfield.core.practices import release_local_checkpoint
 
 KEEP_CONF = "spark.sparkfield.keep"
 CACHE, LOCAL_CHECKPOINT = "cache", "local_checkpoint"
@@ -39,16 +40,19 @@ class Keeper:
 
     ``cache``: persisted at MEMORY_AND_DISK_DESER and unpersisted when ``stack`` closes.
     ``local_checkpoint``: the lineage cut, filled by the first job that reads the frame;
-    frames handed back from the run stay readable after ``stack`` closes, and Spark drops
-    the blocks once nothing refers to them. ``mode`` None: the session's
-    (:func:`keep_mode`), read with the first frame kept.
+    its blocks are dropped when ``stack`` closes, after which it cannot be read, unless
+    ``release_checkpoints`` is False (for a run that hands its frames back after its stack
+    closes: Spark then drops the blocks once nothing refers to them). ``mode`` None: the
+    session's (:func:`keep_mode`), read with the first frame kept.
     """
 
-    def __init__(self, stack: ExitStack, mode: str | None = None):
+    def __init__(self, stack: ExitStack, mode: str | None = None,
+                 release_checkpoints: bool = True):
         if mode is not None and mode not in KEEP_MODES:
             raise ConfigError(f"keep mode {mode!r}: expected one of {', '.join(KEEP_MODES)}")
         self.stack = stack
         self.mode = mode
+        self.release_checkpoints = release_checkpoints
         self.names: list[str] = []
 
     @property
@@ -66,7 +70,10 @@ class Keeper:
     def __call__(self, df: DataFrame, name: str) -> DataFrame:
         self.names.append(name)
         if self.cuts_lineage(df.sparkSession):
-            return df.localCheckpoint(eager=False)
+            cut = df.localCheckpoint(eager=False)
+            if self.release_checkpoints:
+                self.stack.callback(release_local_checkpoint, cut)
+            return cut
         persisted = df.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         self.stack.callback(persisted.unpersist, True)
         return persisted

@@ -64,7 +64,7 @@ def run_ocel(spark: SparkSession, p: Any, mapping: OcelMapping, report: RunRepor
         raise ConfigError("sample is not supported for an object-centric mapping: an event "
                           "relates to many objects, so there is no whole case to keep")
     with ExitStack() as stack:
-        keep = Keeper(stack)
+        keep = Keeper(stack, release_checkpoints=False)  # the result's tables stay readable
         with report.step("plan"):  # reads headers and checks every expression, no data yet
             planned = plan(spark, mapping, keep)
         report.counts["object_centric"] = True
