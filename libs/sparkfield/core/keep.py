@@ -30,8 +30,12 @@ KEEP_MODES = (CACHE, LOCAL_CHECKPOINT)
 def keep_mode(spark: SparkSession) -> str:
     """The session's ``spark.sparkfield.keep``: ``cache`` when unset."""
     mode = (spark.conf.get(KEEP_CONF, None) or CACHE).strip().lower()
+    return _checked(mode, f"{KEEP_CONF}={mode!r}")
+
+
+def _checked(mode: str, what: str) -> str:
     if mode not in KEEP_MODES:
-        raise ConfigError(f"{KEEP_CONF}={mode!r}: expected one of {', '.join(KEEP_MODES)}")
+        raise ConfigError(f"{what}: expected one of {', '.join(KEEP_MODES)}")
     return mode
 
 
@@ -48,10 +52,8 @@ class Keeper:
 
     def __init__(self, stack: ExitStack, mode: str | None = None,
                  release_checkpoints: bool = True):
-        if mode is not None and mode not in KEEP_MODES:
-            raise ConfigError(f"keep mode {mode!r}: expected one of {', '.join(KEEP_MODES)}")
         self.stack = stack
-        self.mode = mode
+        self.mode = mode if mode is None else _checked(mode, f"keep mode {mode!r}")
         self.release_checkpoints = release_checkpoints
         self.names: list[str] = []
 
