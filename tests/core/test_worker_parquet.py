@@ -5,6 +5,8 @@ readable table, and an output Spark must write goes to Spark's writer."""
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from chispa import assert_df_equality
 from pyspark.ml.linalg import SparseVector, VectorUDT
 from pyspark.sql import types as T
 
+from sparkfield.core import worker_parquet
 from sparkfield.core.io import AtomicOutput
 from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
@@ -93,6 +96,38 @@ def _null_words(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for b in _words(batches):
         words = pa.array([None] * b.num_rows, pa.list_(pa.string()))
         yield b.set_column(2, "words", words)
+
+
+def test_a_killed_tasks_worker_cannot_bring_back_the_deleted_folders(tmp_path):
+    """The worker of a task killed as its job fails can go on after the driver deleted the
+    output's staging: its file then fails, and no folder of the output comes back."""
+    folder = tmp_path / "staging" / "rows" / "_temporary"
+    batches = iter([pa.RecordBatch.from_pydict({"id": [1], "text": ["a b"]})])
+    late = worker_parquet._write_files(batches, _words, ROWS, str(folder), "snappy")
+    with pytest.raises(FileNotFoundError):
+        list(late)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_temporary_folder_is_deleted_again_after_a_late_worker(tmp_path, monkeypatch):
+    """A late worker makes its folder and file while the driver deletes ``_temporary``, so the
+    folder cannot go in that pass (what ``rmtree`` meets then); it goes in the next."""
+    folder = tmp_path / "_temporary"
+    (folder / "a0").mkdir(parents=True)
+    real_rmtree, passes = shutil.rmtree, []
+
+    def rmtree_meeting_a_late_worker(path, ignore_errors=False):
+        passes.append(path)
+        real_rmtree(os.path.join(path, "a0"), ignore_errors=ignore_errors)
+        if len(passes) == 1:
+            (folder / "a1").mkdir()
+            (folder / "a1" / "part.parquet").write_bytes(b"x")
+        else:
+            real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(worker_parquet.shutil, "rmtree", rmtree_meeting_a_late_worker)
+    worker_parquet._remove_tree(str(folder))
+    assert not folder.exists() and len(passes) == 2
 
 
 def test_a_null_where_the_schema_has_none_is_an_error(spark, docs, tmp_path):

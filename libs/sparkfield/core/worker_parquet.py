@@ -12,8 +12,11 @@ succeeded are kept:
   returns one row, the file's name and row count (``mapInArrow``, collected);
 - when every task has succeeded, the driver moves the files of the collected rows into
   ``<path>``; it deletes ``_temporary`` either way, with the files of failed or duplicate
-  attempts (with speculative execution, off by default, a duplicate that Spark kills as the
-  job ends could still make its folder there in the moment before its worker stops);
+  attempts. A task that Spark kills as the job ends (the other tasks of a failed job, a
+  speculative duplicate) has a Python worker that may go on for a moment: it makes its
+  folder only inside the ``_temporary`` the driver made, never the folders above, so once
+  that is gone the worker's file cannot bring the output's folders back, and the driver
+  deletes ``_temporary`` again until nothing is left;
 - the files carry Spark's schema (the ``org.apache.spark.sql.parquet.row.metadata`` key of
   the footer, as Spark's writer sets it), so ``spark.read.parquet`` gives the same columns,
   vectors included; a result without rows is one file without rows, as Spark writes it.
@@ -27,8 +30,10 @@ path: a local directory, or storage mounted on every node, as Spark's own writer
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,6 +47,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkfield.core.workers import in_worker
 
+log = logging.getLogger("sparkfield")
 SPARK_SCHEMA_KEY = "org.apache.spark.sql.parquet.row.metadata"
 TEMPORARY = "_temporary"
 # Spark's spark.sql.parquet.compression.codec -> pyarrow's name; the others (lzo, the Hadoop
@@ -77,13 +83,17 @@ def write_worker_parquet(rows: ArrowRows, path: str, compression: str = "snappy"
     (see :func:`codec`)."""
     if os.path.isdir(path) and os.listdir(path):
         raise FileExistsError(f"{path} already holds files")
-    os.makedirs(path, exist_ok=True)
     temporary = os.path.join(path, TEMPORARY)
+    os.makedirs(temporary, exist_ok=True)
     write = functools.partial(_write_files, batches=rows.batches, schema=rows.schema,
                               folder=temporary, compression=compression)
     try:
         # one row per file, from the task attempts that succeeded
         written = rows.source.mapInArrow(in_worker(write), WRITTEN).collect()
+    except BaseException:
+        _remove_tree(temporary, strict=False)  # the job's own error is the one to see
+        raise
+    try:
         for row in written:
             os.replace(row["file"], os.path.join(path, os.path.basename(row["file"])))
         if not written:  # no rows: one file of the schema, so that the output reads
@@ -91,7 +101,26 @@ def write_worker_parquet(rows: ArrowRows, path: str, compression: str = "snappy"
                 path, _file_name(0, uuid.uuid4().hex, compression)), compression=compression)
         open(os.path.join(path, "_SUCCESS"), "wb").close()
     finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        _remove_tree(temporary)
+
+
+def _remove_tree(path: str, strict: bool = True, wait_s: float = 10.0) -> None:
+    """``path`` deleted, again while a killed task's worker still makes its folder or file in
+    it (each makes at most those two, and nothing once ``path`` is gone). What is left after
+    ``wait_s`` seconds is an error, or a warning when not ``strict``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.lexists(path):
+            return
+        if time.monotonic() > deadline:
+            left = sorted(os.listdir(path))[:5] if os.path.isdir(path) else []
+            message = f"cannot delete {path}: {left} still there"
+            if strict:
+                raise OSError(message)
+            log.warning("%s", message)
+            return
+        time.sleep(0.05)
 
 
 WRITTEN = T.StructType([T.StructField("file", T.StringType(), False),
@@ -124,8 +153,8 @@ def _write_files(source: Iterator[pa.RecordBatch], batches: Batches, schema: T.S
         for batch in batches(source):
             if not batch.num_rows:
                 continue
-            if out is None:
-                os.makedirs(attempt_dir, exist_ok=True)
+            if out is None:  # only inside the driver's folder: never brings back a deleted one
+                os.mkdir(attempt_dir)
                 out = pq.ParquetWriter(file, target, compression=compression)
             out.write_batch(batch.cast(target))  # names, types, no null where none may be
             n += batch.num_rows
