@@ -19,7 +19,7 @@ from sparkfield.core.conf import load_config
 from sparkfield.core.errors import ConfigError
 from sparkfield.process import discover_dfg, event_log_from_frames, run_process_mining
 from sparkfield.process.analysis.filters import filter_time_range
-from sparkfield.process.eventlog.events import parse_timestamp
+from sparkfield.process.eventlog.events import parse_timestamp, with_time_columns
 from tests.conftest import ROOT
 from tests.process.event_frames import QUERY_FAILED
 
@@ -60,14 +60,19 @@ def test_wall_clock_times_become_the_instants_pandas_gives_or_none(spark, zone):
     rows = [(t, datetime.fromisoformat(t)) for t in WALL[zone]]
     df = spark.createDataFrame(rows, schema)
     got = df.select(
-        "t", *[f(F.col(c), df.schema[c].dataType, zone, None).alias(f"{c}_{f.__name__}")
+        "t", "ntz", *[f(F.col(c), df.schema[c].dataType, zone, None).alias(f"{c}_{f.__name__}")
                for c in ("t", "ntz") for f in (parse_timestamp, local_time_problem)],
         parse_timestamp(F.to_timestamp("t"), T.TimestampType(), zone, None).alias("tz"),
-    ).toPandas().set_index("t")
+    )
+    for c in ("t", "ntz"):  # the same two computed in steps, as the object-centric log does
+        got = with_time_columns(got, F.col(c), df.schema[c].dataType, zone, None,
+                                f"{c}_staged_parse_timestamp", f"{c}_staged_local_time_problem")
+    assert not [c for c in got.columns if c.startswith("__")]
+    got = got.toPandas().set_index("t")
     for text in WALL[zone]:
         reason, instant = _oracle(text, zone)
         row = got.loc[text]
-        for c in ("t", "ntz"):
+        for c in ("t", "ntz", "t_staged", "ntz_staged"):
             assert row[f"{c}_local_time_problem"] == reason or (
                 reason is None and row[f"{c}_local_time_problem"] is None), (zone, text, c)
             value = row[f"{c}_parse_timestamp"]

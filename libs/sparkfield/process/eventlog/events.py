@@ -65,14 +65,22 @@ def _zone_problem(local: Column, timezone: str) -> Column:
     if not clock_changes(timezone):
         return F.lit(None).cast("string")
     wall = F.unix_micros(local)
+    return _problem_of(local, wall, _offset_at(wall - _SPAN_MICROS, timezone),
+                       _offset_at(wall + _SPAN_MICROS, timezone), timezone)
 
-    def offset_at(micros: Column) -> Column:
-        return F.unix_micros(F.from_utc_timestamp(F.timestamp_micros(micros), timezone)) - micros
 
+def _offset_at(micros: Column, timezone: str) -> Column:
+    """The offset of ``timezone`` (microseconds) at the instant ``micros``."""
+    return F.unix_micros(F.from_utc_timestamp(F.timestamp_micros(micros), timezone)) - micros
+
+
+def _problem_of(local: Column, wall: Column, before: Column, after: Column,
+                timezone: str) -> Column:
+    """:func:`_zone_problem` of ``local`` (``wall``: its microseconds) from the offsets in
+    force 15 hours before and after it."""
     def shows_as_local(offset: Column) -> Column:
         return F.from_utc_timestamp(F.timestamp_micros(wall - offset), timezone) == local
 
-    before, after = offset_at(wall - _SPAN_MICROS), offset_at(wall + _SPAN_MICROS)
     first, second = shows_as_local(before), shows_as_local(after)
     return (F.when(~first & ~second, NONEXISTENT)
             .when(first & second & (before != after), AMBIGUOUS))
@@ -99,6 +107,41 @@ def local_time_problem(col: Column, dtype: T.DataType, timezone: str,
         return F.lit(None).cast("string")
     parsed, naive = _wall_clock(col, dtype, fmt)
     return F.when(naive, _zone_problem(parsed, timezone))
+
+
+_STAGED = "__sparkfield_time_"  # prefix of with_time_columns' passing columns
+
+
+def with_time_columns(df: DataFrame, col: Column, dtype: T.DataType, timezone: str,
+                      fmt: str | None, timestamp: str, problem: str) -> DataFrame:
+    """``df`` with :func:`parse_timestamp` of ``col`` as column ``timestamp`` and
+    :func:`local_time_problem` as ``problem``, the same values computed in steps: the
+    wall-clock time once, the two offsets once each, then the problem, instead of each
+    written out a dozen times inside one expression. Spark keeps such steps apart (it does
+    not inline an expression that a later one reads several times), so the generated code
+    stays small: on a small input compiling it cost more than the rows."""
+    if isinstance(dtype, T.TimestampType):
+        return (df.withColumn(timestamp, col)
+                .withColumn(problem, F.lit(None).cast("string")))
+    parsed, naive = _wall_clock(col, dtype, fmt)
+    wall, is_naive = f"{_STAGED}wall", f"{_STAGED}naive"
+    staged = df.withColumns({wall: parsed, is_naive: naive})
+    if not clock_changes(timezone):
+        return (staged.withColumn(problem, F.lit(None).cast("string"))
+                .withColumn(timestamp, F.when(F.col(is_naive), F.to_utc_timestamp(
+                    F.col(wall), timezone)).otherwise(F.col(wall)))
+                .drop(wall, is_naive))
+    local = F.col(wall)
+    micros, before, after = (f"{_STAGED}{n}" for n in ("micros", "before", "after"))
+    staged = staged.withColumn(micros, F.unix_micros(local))
+    staged = staged.withColumns({
+        before: _offset_at(F.col(micros) - _SPAN_MICROS, timezone),
+        after: _offset_at(F.col(micros) + _SPAN_MICROS, timezone)})
+    staged = staged.withColumn(problem, F.when(F.col(is_naive), _problem_of(
+        local, F.col(micros), F.col(before), F.col(after), timezone)))
+    utc = F.when(F.col(problem).isNull(), F.to_utc_timestamp(local, timezone))
+    return (staged.withColumn(timestamp, F.when(F.col(is_naive), utc).otherwise(local))
+            .drop(wall, is_naive, micros, before, after))
 
 
 def wall_clock_problem(spark: SparkSession, text: str, timezone: str) -> str | None:

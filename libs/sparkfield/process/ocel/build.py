@@ -38,8 +38,7 @@ from sparkfield.core.keep import Keeper
 from sparkfield.process.eventlog.events import (
     LOCAL_PROBLEM,
     REASON,
-    local_time_problem,
-    parse_timestamp,
+    with_time_columns,
 )
 from sparkfield.process.eventlog.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
 from sparkfield.process.extraction.sources import (
@@ -137,13 +136,18 @@ def _attr_map(df: DataFrame, attrs: dict[str, str], label: str) -> Column:
 
 
 def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None
-          ) -> tuple[Column, Column]:
-    """The instant of a timestamp expression, and why it has none when the zone skips or
-    repeats its wall-clock time (:func:`~sparkfield.process.eventlog.events.local_time_problem`)."""
+          ) -> tuple[DataFrame, Column, Column]:
+    """``df`` with the instant of a timestamp expression, and why it has none when the zone
+    skips or repeats its wall-clock time
+    (:func:`~sparkfield.process.eventlog.events.local_time_problem`), as the two columns
+    returned (to be selected: their names are internal)."""
     col = compile_expr(df, text, label, "timestamp")
     dtype = df.select(col.alias("t")).schema["t"].dataType
-    return (parse_timestamp(col, dtype, timezone, fmt),
-            local_time_problem(col, dtype, timezone, fmt))
+    timed = with_time_columns(df, col, dtype, timezone, fmt, _TIME, _TIME_PROBLEM)
+    return timed, F.col(_TIME), F.col(_TIME_PROBLEM)
+
+
+_TIME, _TIME_PROBLEM = "__sparkfield_ocel_time", "__sparkfield_ocel_time_problem"
 
 
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
@@ -191,7 +195,7 @@ def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str) -> DataFrame:
     name = F.lit(a.name) if a.name else compile_expr(df, a.activity, a.label, "activity")
     keys = [compile_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id").cast("string")
             for j, o in enumerate(a.objects)]
-    when, problem = _time(df, a.timestamp, a.label, timezone, a.timestamp_format)
+    df, when, problem = _time(df, a.timestamp, a.label, timezone, a.timestamp_format)
     objs = F.array(*[F.struct(
         F.lit(o.type).alias("type"), _id_of(o.type, k).alias("id"),
         F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
@@ -234,7 +238,8 @@ def plan_changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
             label = f"{t.label}: change #{j + 1}"
             df = _filtered(frames[c.source], c.where, label)
             key = compile_expr(df, c.id, label, "id").cast("string")
-            when, problem = _time(df, c.timestamp, label, mapping.timezone, c.timestamp_format)
+            df, when, problem = _time(df, c.timestamp, label, mapping.timezone,
+                                      c.timestamp_format)
             parts.append(df.select(
                 _id_of(t.name, key).alias(OID), key.alias("key"), F.lit(t.name).alias(OTYPE),
                 when.alias("ocel_time"), problem.alias(LOCAL_PROBLEM),
