@@ -118,7 +118,8 @@ def test_the_sessions_jvm_runs_with_those_regions(spark):
 
 SMALL = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
          "spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "2",
-         "spark.sparkfield.keep": "local_checkpoint"}
+         "spark.sparkfield.keep": "local_checkpoint",
+         "spark.python.sql.dataFrameDebugging.enabled": "false"}
 
 
 def _small_part(conf: dict[str, str]) -> dict[str, str | None]:
