@@ -120,28 +120,23 @@ def with_time_columns(df: DataFrame, col: Column, dtype: T.DataType, timezone: s
     written out a dozen times inside one expression. Spark keeps such steps apart (it does
     not inline an expression that a later one reads several times), so the generated code
     stays small: on a small input compiling it cost more than the rows."""
-    if isinstance(dtype, T.TimestampType):
-        return (df.withColumn(timestamp, col)
-                .withColumn(problem, F.lit(None).cast("string")))
     parsed, naive = _wall_clock(col, dtype, fmt)
     wall, is_naive = f"{_STAGED}wall", f"{_STAGED}naive"
     staged = df.withColumns({wall: parsed, is_naive: naive})
-    if not clock_changes(timezone):
-        return (staged.withColumn(problem, F.lit(None).cast("string"))
-                .withColumn(timestamp, F.when(F.col(is_naive), F.to_utc_timestamp(
-                    F.col(wall), timezone)).otherwise(F.col(wall)))
-                .drop(wall, is_naive))
-    local = F.col(wall)
-    micros, before, after = (f"{_STAGED}{n}" for n in ("micros", "before", "after"))
-    staged = staged.withColumn(micros, F.unix_micros(local))
-    staged = staged.withColumns({
-        before: _offset_at(F.col(micros) - _SPAN_MICROS, timezone),
-        after: _offset_at(F.col(micros) + _SPAN_MICROS, timezone)})
-    staged = staged.withColumn(problem, F.when(F.col(is_naive), _problem_of(
-        local, F.col(micros), F.col(before), F.col(after), timezone)))
+    local, passing = F.col(wall), [wall, is_naive]
+    found = F.lit(None).cast("string")
+    if clock_changes(timezone):
+        micros, before, after = (f"{_STAGED}{n}" for n in ("micros", "before", "after"))
+        staged = staged.withColumn(micros, F.unix_micros(local)).withColumns({  # wall clocks only
+            before: F.when(F.col(is_naive), _offset_at(F.col(micros) - _SPAN_MICROS, timezone)),
+            after: F.when(F.col(is_naive), _offset_at(F.col(micros) + _SPAN_MICROS, timezone))})
+        found = F.when(F.col(is_naive), _problem_of(
+            local, F.col(micros), F.col(before), F.col(after), timezone))
+        passing += [micros, before, after]
+    staged = staged.withColumn(problem, found)
     utc = F.when(F.col(problem).isNull(), F.to_utc_timestamp(local, timezone))
     return (staged.withColumn(timestamp, F.when(F.col(is_naive), utc).otherwise(local))
-            .drop(wall, is_naive, micros, before, after))
+            .drop(*passing))
 
 
 def wall_clock_problem(spark: SparkSession, text: str, timezone: str) -> str | None:

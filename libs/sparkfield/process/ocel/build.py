@@ -135,6 +135,9 @@ def _attr_map(df: DataFrame, attrs: dict[str, str], label: str) -> Column:
         lambda k, v: v.isNotNull())
 
 
+_TIME, _TIME_PROBLEM = "__sparkfield_ocel_time", "__sparkfield_ocel_time_problem"
+
+
 def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None
           ) -> tuple[DataFrame, Column, Column]:
     """``df`` with the instant of a timestamp expression, and why it has none when the zone
@@ -145,9 +148,6 @@ def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None
     dtype = df.select(col.alias("t")).schema["t"].dataType
     timed = with_time_columns(df, col, dtype, timezone, fmt, _TIME, _TIME_PROBLEM)
     return timed, F.col(_TIME), F.col(_TIME_PROBLEM)
-
-
-_TIME, _TIME_PROBLEM = "__sparkfield_ocel_time", "__sparkfield_ocel_time_problem"
 
 
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
