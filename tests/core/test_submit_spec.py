@@ -148,6 +148,38 @@ def test_a_small_input_gets_c1_only_and_no_adaptive_execution(tmp_path, monkeypa
     assert own.conf["spark.sql.adaptive.enabled"] == "false"
 
 
+TINY = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# what the local profile sets itself for the keys the tiers set (None: Spark's default)
+PROFILE_DEFAULTS = {"spark.sql.adaptive.enabled": "true", "spark.sql.shuffle.partitions": "8"}
+
+
+@pytest.mark.parametrize("mib, tiers", [(0.001, (SMALL, TINY)), (3.9, (SMALL, TINY)),
+                                        (4.0, (SMALL,)), (63.9, (SMALL,)), (64.0, ())])
+def test_a_tiny_input_gets_both_tiers_and_a_small_one_only_the_first(tmp_path, monkeypatch,
+                                                                      mib, tiers):
+    """conf/local.yaml's limits: under 4 MiB interpreted expressions over the small input's
+    settings; under 64 MiB the small input's alone; from 64 MiB the profile's."""
+    monkeypatch.chdir(tmp_path)
+    with (tmp_path / "log.xes").open("wb") as f:
+        f.truncate(int(mib * 2**20))
+    spec = submit_spec("process_mining", "local", CONF, job_args=["--log", "log.xes"])
+    want = {k: v for tier in tiers for k, v in tier.items()}
+    assert {k: spec.conf.get(k) for k in {**SMALL, **TINY}} == {
+        k: want.get(k, PROFILE_DEFAULTS.get(k)) for k in {**SMALL, **TINY}}
+
+
+def test_a_tiers_settings_alone_apply_without_the_other_tier(tmp_path, monkeypatch):
+    """Each tier stands on its own limit: a profile with only the tiny tier gives it alone."""
+    conf = _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: null\n"
+                                       "  tiny_input_conf: {spark.x: 1}\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "log.xes").write_bytes(b"x" * 1000)
+    spec = submit_spec("process_mining", "local,odd", conf, job_args=["--log", "log.xes"])
+    assert spec.conf["spark.x"] == "1"
+    assert spec.conf["spark.sql.adaptive.enabled"] == "true"
+    assert "spark.driver.extraJavaOptions" not in spec.conf
+
+
 def test_a_profiles_java_options_are_kept_beside_the_small_inputs(tmp_path, monkeypatch):
     conf = _with_odd_profile(tmp_path, "spark:\n  conf:\n    spark.driver.extraJavaOptions: "
                                        "-Dmine=1 -XX:TieredStopAtLevel=1\n")
@@ -176,6 +208,8 @@ def test_a_large_or_unknown_input_keeps_the_profiles_settings(tmp_path, monkeypa
     ("small_input_below_mb: lots", "expected a number of MiB"),
     ("small_input_conf: [a, b]", "small_input_conf: expected Spark settings"),
     ("small_input_conf:\n    a.b: {c: 1}", "small_input_conf: expected Spark settings"),
+    ("tiny_input_below_mb: -1", "tiny_input_below_mb: expected a number of MiB"),
+    ("tiny_input_conf: on", "tiny_input_conf: expected Spark settings"),
 ])
 def test_the_submit_section_rejects_unknown_keys_and_bad_values(tmp_path, section, message):
     _with_odd_profile(tmp_path, f"submit:\n  {section}\n")

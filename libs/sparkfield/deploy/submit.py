@@ -20,8 +20,12 @@ computing. The local profile's are C1 only for the driver JVM (``-XX:TieredStopA
 the ``quick`` profile does), and no adaptive execution over two shuffle partitions: adaptive
 execution runs every shuffle of a plan as a job of its own and plans the rest again after
 each, which costs more than it saves on a few MB. A larger input, or one whose size cannot be
-told here, keeps the profile's settings. Java options join those of the profile; driver Java
-options on the command line (``--own-driver-java``) replace the small input's.
+told here, keeps the profile's settings. ``submit.tiny_input_below_mb`` and
+``submit.tiny_input_conf`` are a second tier over the first, for inputs so small that
+compiling Spark's generated code costs more than running without it (the local profile:
+interpreted expressions, no whole-stage code generation, under 4 MiB). Java options join
+those of the profile; driver Java options on the command line (``--own-driver-java``)
+replace the small input's.
 """
 
 from __future__ import annotations
@@ -38,7 +42,10 @@ from sparkfield.deploy.input_size import input_bytes
 
 ENV_ALIAS = "environment"
 ENV_PYTHON = f"./{ENV_ALIAS}/bin/python"
-SUBMIT_KEYS = ("python_env", "small_input_below_mb", "small_input_conf")
+# the tiers of small inputs, each with <tier>_below_mb and <tier>_conf, applied in this order
+INPUT_TIERS = ("small_input", "tiny_input")
+SUBMIT_KEYS = ("python_env",
+               *(f"{t}_{k}" for t in INPUT_TIERS for k in ("below_mb", "conf")))
 DRIVER_JAVA = "spark.driver.extraJavaOptions"
 JAVA_OPTIONS = (DRIVER_JAVA, "spark.executor.extraJavaOptions")
 
@@ -97,14 +104,15 @@ def submit_spec(job: str, profile: str = "local", conf_dir: str | Path | None = 
     spec = SubmitSpec(name=f"{cfg.spark.app_name}-{job}", master=master or cfg.spark.master,
                       deploy_mode=deploy_mode, conf=conf,
                       files=[str(f.resolve()) for f in files])
-    limit = submit.get("small_input_below_mb")
-    if limit is not None and job_args is not None:
+    limits = {t: submit.get(f"{t}_below_mb") for t in INPUT_TIERS}
+    if job_args is not None and any(v is not None for v in limits.values()):
         size = input_bytes(job_args)
-        if size is not None and size < float(limit) * 2**20:
-            small = dict(submit.get("small_input_conf") or {})
-            if own_driver_java:
-                small.pop(DRIVER_JAVA, None)
-            _overlay(spec.conf, small)
+        for tier, limit in limits.items():
+            if size is not None and limit is not None and size < float(limit) * 2**20:
+                settings = dict(submit.get(f"{tier}_conf") or {})
+                if own_driver_java:
+                    settings.pop(DRIVER_JAVA, None)
+                _overlay(spec.conf, settings)
     env = python_env or submit.get("python_env")
     if env:
         if not _is_uri(env):
@@ -142,17 +150,19 @@ def _submit_section(section: object) -> dict:
                               "(with submit.small_input_conf: what a small input gets)")
         if key not in SUBMIT_KEYS:
             raise ConfigError(f"unknown key 'submit.{key}' (keys: {', '.join(SUBMIT_KEYS)})")
-    limit = section.get("small_input_below_mb")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
-                              or limit < 0):
-        raise ConfigError(f"submit.small_input_below_mb: expected a number of MiB, got {limit!r}")
-    small = section.get("small_input_conf")
-    if small is not None:
-        if not isinstance(small, dict) or not all(
-                isinstance(v, str | int | float) for v in small.values()):
-            raise ConfigError("submit.small_input_conf: expected Spark settings (key: value)")
-        section = {**section, "small_input_conf": {
-            str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in small.items()}}
+    for tier in INPUT_TIERS:
+        limit = section.get(f"{tier}_below_mb")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float)
+                                  or limit < 0):
+            raise ConfigError(f"submit.{tier}_below_mb: expected a number of MiB, got {limit!r}")
+        settings = section.get(f"{tier}_conf")
+        if settings is not None:
+            if not isinstance(settings, dict) or not all(
+                    isinstance(v, str | int | float) for v in settings.values()):
+                raise ConfigError(f"submit.{tier}_conf: expected Spark settings (key: value)")
+            section = {**section, f"{tier}_conf": {
+                str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                for k, v in settings.items()}}
     return section
 
 
