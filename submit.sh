@@ -77,7 +77,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
+# found, not imported: importing pyspark takes longer than the lookup
+SPARK_HOME="${SPARK_HOME:-$("$PY" -c 'import importlib.util as u, os
+s = u.find_spec("pyspark")
+print(os.path.dirname(s.origin) if s and s.origin else "")')}"
+[ -n "$SPARK_HOME" ] || { echo "error: no pyspark for $PY: run \`make venv\` (or set SPARK_HOME)" >&2; exit 1; }
 export SPARK_HOME
 SUBMIT="$SPARK_HOME/bin/spark-submit"
 [ -x "$SUBMIT" ] || { echo "error: spark-submit not found under $SPARK_HOME" >&2; exit 1; }

@@ -40,6 +40,19 @@ def test_bad_flags_exit_2_with_a_message(args, message):
     assert message in res.stdout + res.stderr  # spark-submit merges the two
 
 
+def test_a_python_without_pyspark_is_one_clear_line(tmp_path):
+    """submit.sh finds Spark through the Python it runs: one without pyspark says so."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
+    res = subprocess.run([str(ROOT / "submit.sh"), "coffee_shops", "--dry-run"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60,
+                         env={**env, "SPARKFIELD_PYTHON": str(tmp_path / "bare/bin/python")})
+    assert res.returncode == 1
+    assert res.stderr.strip() == (f"error: no pyspark for {tmp_path}/bare/bin/python: run "
+                                  "`make venv` (or set SPARK_HOME)")
+
+
 def test_missing_input_file_exits_2(tmp_path):
     res = _submit("coffee_shops", "--crimes", str(tmp_path / "nope.csv"),
                   "--output", str(tmp_path / "out"))
