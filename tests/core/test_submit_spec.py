@@ -168,24 +168,27 @@ def test_a_tiny_input_gets_both_tiers_and_a_small_one_only_the_first(tmp_path, m
         k: want.get(k, PROFILE_DEFAULTS.get(k)) for k in {**SMALL, **TINY}}
 
 
-def test_a_tiers_settings_alone_apply_without_the_other_tier(tmp_path, monkeypatch):
-    """Each tier stands on its own limit: a profile with only the tiny tier gives it alone."""
-    conf = _with_odd_profile(tmp_path, "submit:\n  small_input_below_mb: null\n"
-                                       "  tiny_input_conf: {spark.x: 1}\n")
+def _small_input_under_odd(tmp_path: Path, monkeypatch, odd: str):
+    """The spec of process_mining on a 1,000-byte log under the local profile and ``odd``."""
+    conf = _with_odd_profile(tmp_path, odd)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.xes").write_bytes(b"x" * 1000)
-    spec = submit_spec("process_mining", "local,odd", conf, job_args=["--log", "log.xes"])
+    return submit_spec("process_mining", "local,odd", conf, job_args=["--log", "log.xes"])
+
+
+def test_a_tiers_settings_alone_apply_without_the_other_tier(tmp_path, monkeypatch):
+    """Each tier stands on its own limit: a profile with only the tiny tier gives it alone."""
+    spec = _small_input_under_odd(tmp_path, monkeypatch, "submit:\n  small_input_below_mb: "
+                                  "null\n  tiny_input_conf: {spark.x: 1}\n")
     assert spec.conf["spark.x"] == "1"
     assert spec.conf["spark.sql.adaptive.enabled"] == "true"
     assert "spark.driver.extraJavaOptions" not in spec.conf
 
 
 def test_a_profiles_java_options_are_kept_beside_the_small_inputs(tmp_path, monkeypatch):
-    conf = _with_odd_profile(tmp_path, "spark:\n  conf:\n    spark.driver.extraJavaOptions: "
-                                       "-Dmine=1 -XX:TieredStopAtLevel=1\n")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "log.xes").write_bytes(b"x" * 1000)
-    spec = submit_spec("process_mining", "local,odd", conf, job_args=["--log", "log.xes"])
+    spec = _small_input_under_odd(tmp_path, monkeypatch, "spark:\n  conf:\n    "
+                                  "spark.driver.extraJavaOptions: -Dmine=1 "
+                                  "-XX:TieredStopAtLevel=1\n")
     assert spec.conf["spark.driver.extraJavaOptions"] == "-Dmine=1 -XX:TieredStopAtLevel=1"
 
 
