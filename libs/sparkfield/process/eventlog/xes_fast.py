@@ -23,17 +23,33 @@ from typing import Any
 
 _WS = "[ \t\r\n]*"
 _SEP = "[ \t\r\n]+"
-_VALUE = '[^"<&\t\n\r\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]*'
 _TYPE = "string|date|int|float|boolean|id"
-_ATTR = (f'<(?:{_TYPE}){_SEP}(?:key="{_VALUE}"{_SEP}value="{_VALUE}"'
-         f'|value="{_VALUE}"{_SEP}key="{_VALUE}"){_WS}/>')
-_EVENT = f"<event>(?:{_WS}{_ATTR})*{_WS}</event>"
-# the record after "<trace": the tag's end, its children, its end tag
-_TRACE = re.compile(f"{_WS}>(?:{_WS}(?:{_ATTR}|{_EVENT}))*{_WS}</trace>{_WS}")
+
+
+def _value(nonchars: str) -> str:
+    return f'[^"<&\\t\\n\\r\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f{nonchars}]*'
+
+
+def shape_patterns(nonchars: str) -> tuple[str, str]:
+    """The record of the common shape (after ``<trace``: the tag's end, its children, its end
+    tag) and a trace attribute after an event in such a record, as regular expressions;
+    ``nonchars`` writes U+FFFE and U+FFFF in the engine's syntax (Python's ``\\ufffe``,
+    RE2's ``\\x{fffe}``)."""
+    value = _value(nonchars)
+    attr = (f'<(?:{_TYPE}){_SEP}(?:key="{value}"{_SEP}value="{value}"'
+            f'|value="{value}"{_SEP}key="{value}"){_WS}/>')
+    event = f"<event>(?:{_WS}{attr})*{_WS}</event>"
+    return (f"{_WS}>(?:{_WS}(?:{attr}|{event}))*{_WS}</trace>{_WS}",
+            f"</event>{_WS}<[^e/]")
+
+
+_TRACE_TEXT, _AFTER_EVENT_TEXT = shape_patterns("\\ufffe\\uffff")
+_VALUE = _value("\\ufffe\\uffff")
+_TRACE = re.compile(_TRACE_TEXT)
 _TOKEN = re.compile(f'<(?:{_TYPE}){_SEP}(?:key="({_VALUE})"{_SEP}value="({_VALUE})"'
                     f'|value="({_VALUE})"{_SEP}key="({_VALUE})")|<(/?)event>')
 # in a record of the shape: an attribute of the trace after an event
-_AFTER_EVENT = re.compile(f"</event>{_WS}<[^e/]")
+_AFTER_EVENT = re.compile(_AFTER_EVENT_TEXT)
 # in a record of the shape: an attribute written key first, one space before value (every
 # "<" starts a tag and '"' only opens and closes keys and values, so no match starts or ends
 # inside a key or value)

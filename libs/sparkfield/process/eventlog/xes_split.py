@@ -17,11 +17,14 @@ what it reads, so every error of a range after the first is an :class:`XesRangeE
 either, process_mining reads the file again as one range (``one_range=True``: one task reads
 the ranges in order, as for a ``.xes.gz``), which settles the rows or the error.
 
-Every trace of the common shape is read by :func:`sparkfield.process.eventlog.xes_fast.trace_events`
-(string operations and regular expressions); any other by
-:func:`sparkfield.process.eventlog.xes.xes_rows`, the driver reader's own rules, inside ``<log
-...>`` as the file opens it; either way the rows are the driver reader's. Records and rows go
-between Spark and Python as Arrow batches (``mapInArrow``), the columns built from Python lists.
+A batch of records that holds no markup and only traces of the usual writing is read as
+columns with Arrow's kernels (:func:`sparkfield.process.eventlog.xes_columns.usual_batch`), with
+no Python step per trace. Any other batch is read trace by trace: every trace of the common
+shape by :func:`sparkfield.process.eventlog.xes_fast.trace_events` (string operations and
+regular expressions), any other by :func:`sparkfield.process.eventlog.xes.xes_rows`, the driver
+reader's own rules, inside ``<log ...>`` as the file opens it. Either way the rows are the
+driver reader's. Records and rows go between Spark and Python as Arrow batches
+(``mapInArrow``).
 The order of events is kept in ``row_order``, increasing through the file (see
 :func:`_positions`). Errors name the file's line (counted from the range's first byte for ranges
 after the first)."""
@@ -31,8 +34,11 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,6 +49,7 @@ from sparkfield.core.failures import executor_error
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
 from sparkfield.core.workers import in_worker
 from sparkfield.process.eventlog.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
+from sparkfield.process.eventlog.xes_columns import usual_batch
 from sparkfield.process.eventlog.xes_fast import SLOTS, Events, event_columns, trace_events
 
 DELIMITER = "<trace"
@@ -167,6 +174,49 @@ def _require_log_end(spark: SparkSession, path: str, tail: int = 4096) -> None:
         raise XesError(f"{path}: the file does not end with </log> (truncated?)")
 
 
+@dataclass
+class Columns:
+    """Trace records of one batch as columns: their text, ``pos`` and block, and the lines
+    they start on (or the first one's: the others are counted when asked for, as only the
+    errors of records read one by one name them)."""
+
+    texts: pa.Array
+    pos: np.ndarray
+    lines: np.ndarray | int
+    blocks: np.ndarray
+
+    def line_numbers(self) -> np.ndarray:
+        if not isinstance(self.lines, int):
+            return self.lines
+        breaks = pc.count_substring(self.texts, "\n").to_numpy().astype(np.int64)
+        return self.lines + np.cumsum(breaks) - breaks
+
+    def records(self) -> list[Record]:
+        return list(zip(self.pos.tolist(), self.line_numbers().tolist(), self.blocks.tolist(),
+                        self.texts.to_pylist(), strict=True))
+
+    def batch(self) -> pa.RecordBatch:
+        """As a batch of :data:`RECORD_SCHEMA`."""
+        return pa.RecordBatch.from_arrays(
+            [pa.array(self.pos, pa.int64()), pa.array(self.line_numbers(), pa.int64()),
+             pa.array(self.blocks, pa.int64()), self.texts.cast(pa.string())],
+            schema=_RECORD_ARROW)
+
+
+Chunk = list[Record] | Columns
+
+
+def utf8_bytes(texts: pa.Array) -> bytes:
+    """The UTF-8 text of a string array's values, one after the other: one copy, searched
+    at ``memchr`` speed (several times Arrow's substring kernels, which go string by
+    string)."""
+    wide = pa.types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], np.int64 if wide else np.int32)
+    first, end = offsets[texts.offset], offsets[texts.offset + len(texts)]
+    data = texts.buffers()[2]
+    return b"" if data is None else memoryview(data)[first:end].tobytes()
+
+
 def _positions(path: str, whole: bool):
     """Each trace record with its place in the file and the line it starts on; the text
     before the first trace is dropped. Records cut at a ``<trace`` inside a comment, CDATA
@@ -178,36 +228,60 @@ def _positions(path: str, whole: bool):
     partition is the whole file, so markup still open at its end is malformed XML, not a
     region that goes on in the next range.
 
-    The function maps Arrow batches of ``text`` and ``block`` to lists of ``(pos, line,
-    block, text)``, one a batch that holds a record."""
+    The function maps Arrow batches of ``text`` and ``block`` to chunks of records, one a
+    batch that holds a record: :class:`Columns` where no markup is open and the batch
+    holds none (one byte search of the batch), else a list of ``(pos, line, block, text)``."""
 
-    def positions(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
+    def positions(batches: Iterator[pa.RecordBatch]) -> Iterator[Chunk]:
         base = TaskContext.get().partitionId() << 40
         pos = line = 0
         first = True
         closer: str | None = None  # what closes the markup open at the end of the text so far
         start: tuple[int, int, int] = (0, 0, 0)  # pos, line and block of the record in hand
         pieces: list[str] = []
-        header = False
+        header = False  # the record in hand is the log's header
+
+        def step(t: str, block: int, opens_range: bool = False) -> Record | None:
+            """The record ``t`` completes, if any."""
+            nonlocal pos, line, closer, start, pieces, header
+            if closer is None:  # t starts a record
+                start, pieces = (base + pos, line + 1, block), [t]
+                header = opens_range and block == 0
+            else:  # the cut before t was inside markup
+                pieces.append(t)
+            pos += len(t) + len(DELIMITER)
+            line += t.count("\n")
+            if closer is not None or (("!" in t or "?" in t)  # memchr: most skip here
+                                      and ("<!" in t or "<?" in t)):
+                closer = open_markup(t, closer)
+            if closer is None and not header:
+                return (*start, DELIMITER.join(pieces))
+            return None
+
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             block = batch.column("block")[0].as_py()
+            texts = batch.column("text")
             out: list[Record] = []
-            for t in batch.column("text").to_pylist():
-                if closer is None:  # t starts a record
-                    start, pieces = (base + pos, line + 1, block), [t]
-                    header = first and block == 0  # the log's header
-                else:  # the cut before t was inside markup
-                    pieces.append(t)
+            if first:
                 first = False
-                pos += len(t) + len(DELIMITER)
-                line += t.count("\n")
-                if closer is not None or (("!" in t or "?" in t)  # memchr: most skip here
-                                          and ("<!" in t or "<?" in t)):
-                    closer = open_markup(t, closer)
-                if closer is None and not header:
-                    out.append((*start, DELIMITER.join(pieces)))
+                done = step(texts[0].as_py(), block, opens_range=True)
+                texts = texts.slice(1)
+                out += [done] if done else []
+            data = utf8_bytes(texts) if closer is None and len(texts) else b"<!"
+            if not any(c in data and b"<" + c in data for c in (b"!", b"?")):  # memchr first
+                lengths = pc.utf8_length(texts).to_numpy().astype(np.int64) + len(DELIMITER)
+                starts = pos + np.cumsum(lengths) - lengths
+                if out:
+                    yield out
+                yield Columns(texts, base + starts, line + 1, np.full(len(texts), block))
+                pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
+                continue
+            for t in texts.to_pylist():
+                done = step(t, block)
+                if done:
+                    out.append(done)
             if out:
                 yield out
         if closer is None:
@@ -222,10 +296,13 @@ def _positions(path: str, whole: bool):
     return positions
 
 
-def _record_batches(chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
-    """Lists of records as Arrow batches of :data:`RECORD_SCHEMA`."""
+def _record_batches(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
+    """Chunks of records as Arrow batches of :data:`RECORD_SCHEMA`."""
     for chunk in chunks:
-        yield _batch(list(zip(*chunk, strict=True)), _RECORD_ARROW)
+        if isinstance(chunk, Columns):
+            yield chunk.batch()
+        else:
+            yield _batch(list(zip(*chunk, strict=True)), _RECORD_ARROW)
 
 
 def _batch(columns: list, schema: pa.Schema) -> pa.RecordBatch:
@@ -233,18 +310,34 @@ def _batch(columns: list, schema: pa.Schema) -> pa.RecordBatch:
         [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
 
 
-def _records(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
-    """Arrow batches of :data:`RECORD_SCHEMA` as lists of records."""
+def _records(batches: Iterator[pa.RecordBatch]) -> Iterator[Columns]:
+    """Arrow batches of :data:`RECORD_SCHEMA` as columns."""
     for batch in batches:
-        yield list(zip(*(batch.column(n).to_pylist() for n in RECORD_SCHEMA.names),
-                       strict=True))
+        yield Columns(batch.column("text"), *(batch.column(n).to_numpy().astype(np.int64)
+                                              for n in ("pos", "line", "block")))
+
+
+def _without_log_end(texts: pa.Array) -> pa.Array:
+    """The records without the log's end tag (the last record of the file holds it)."""
+    if b"</log" not in utf8_bytes(texts):
+        return texts
+    holding = pc.match_substring(texts, "</log")
+    cut = [_LOG_CLOSE.sub("", t) for t in texts.filter(holding).to_pylist()]
+    return pc.replace_with_mask(texts, holding, pa.array(cut, texts.type))
 
 
 def _parser(path: str, opening: bytes):
     """Lists of records to Arrow batches of event rows (:data:`RAW_SCHEMA`), one a list."""
 
-    def parse(chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
+    def parse(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
         for chunk in chunks:
+            if isinstance(chunk, Columns):
+                fast = usual_batch(_without_log_end(chunk.texts), chunk.pos, _RAW_ARROW)
+                if fast is not None:
+                    if fast.num_rows:
+                        yield fast
+                    continue
+                chunk = chunk.records()
             cases: list[str | None] = []
             orders: list[int] = []
             events: Events = []
