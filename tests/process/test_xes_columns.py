@@ -82,6 +82,13 @@ def test_random_usual_batches_equal_the_trace_reader():
     assert 50 < read < 550  # batches of both kinds (repeated keys are common here)
 
 
+def test_large_strings_give_the_same_rows():
+    records = [USUAL.format(case=i) for i in range(3)]
+    pos = _positions(records)
+    got = usual_batch(pa.array(records, pa.large_string()), pos, _RAW_ARROW)
+    assert got is not None and pa.Table.from_batches([got]).equals(by_traces(records, pos))
+
+
 def test_many_distinct_keys_are_checked_for_repeats_too():
     keys = [f"k{i}" for i in range(80)]
     event = "".join(f'<string key="{k}" value="v"/>' for k in keys)

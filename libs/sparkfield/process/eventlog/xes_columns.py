@@ -32,6 +32,8 @@ def usual_batch(texts: pa.Array, pos: np.ndarray, schema: pa.Schema) -> pa.Recor
     n = len(texts)
     if n == 0 or texts.null_count:
         return None
+    if pa.types.is_large_string(texts.type):  # a batch's text is far below 2 GiB
+        texts = texts.cast(pa.string())
     if not pc.all(pc.match_substring_regex(texts, _TRACE)).as_py() or \
             pc.any(pc.match_substring_regex(texts, _AFTER_EVENT)).as_py():
         return None
