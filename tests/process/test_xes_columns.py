@@ -89,6 +89,20 @@ def test_large_strings_give_the_same_rows():
     assert got is not None and pa.Table.from_batches([got]).equals(by_traces(records, pos))
 
 
+@pytest.mark.parametrize("distinct", [8, 32, 63, 80])
+def test_a_key_repeated_in_an_event_is_found_however_many_keys_the_batch_has(distinct):
+    """Five times the last key: with 63 keys, bits of 2^62 would add up past 2^64 to
+    their union."""
+    first = "".join(f'<string key="k{i}" value="v"/>' for i in range(1, distinct))
+    again = f'<string key="k{distinct - 1}" value="w"/>' * 5
+    record = (f'><string key="concept:name" value="c"/><event>{first}</event>'
+              f'<event><string key="concept:name" value="A"/></event>')
+    pos = _positions([record + "</trace>"])
+    got = by_columns([record + "</trace>"], pos)
+    assert got is not None and got.equals(by_traces([record + "</trace>"], pos))
+    assert by_columns([f"{record}<event>{again}</event></trace>"], pos) is None
+
+
 def test_many_distinct_keys_are_checked_for_repeats_too():
     keys = [f"k{i}" for i in range(80)]
     event = "".join(f'<string key="{k}" value="v"/>' for k in keys)

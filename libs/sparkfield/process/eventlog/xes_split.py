@@ -217,6 +217,12 @@ def utf8_bytes(texts: pa.Array) -> bytes:
     return b"" if data is None else memoryview(data)[first:end].tobytes()
 
 
+def _holds_markup(data: bytes) -> bool:
+    """Whether UTF-8 text holds ``<!`` or ``<?`` (a search for the rare second character
+    first, at memchr speed)."""
+    return any(c in data and b"<" + c in data for c in (b"!", b"?"))
+
+
 def _positions(path: str, whole: bool):
     """Each trace record with its place in the file and the line it starts on; the text
     before the first trace is dropped. Records cut at a ``<trace`` inside a comment, CDATA
@@ -269,14 +275,15 @@ def _positions(path: str, whole: bool):
                 done = step(texts[0].as_py(), block, opens_range=True)
                 texts = texts.slice(1)
                 out += [done] if done else []
-            data = utf8_bytes(texts) if closer is None and len(texts) else b"<!"
-            if not any(c in data and b"<" + c in data for c in (b"!", b"?")):  # memchr first
+            data = utf8_bytes(texts) if closer is None and len(texts) else None
+            if data is not None and not _holds_markup(data):
                 lengths = pc.utf8_length(texts).to_numpy().astype(np.int64) + len(DELIMITER)
-                starts = pos + np.cumsum(lengths) - lengths
+                columns = Columns(texts, base + pos + np.cumsum(lengths) - lengths, line + 1,
+                                  np.full(len(texts), block))
+                pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
                 if out:
                     yield out
-                yield Columns(texts, base + starts, line + 1, np.full(len(texts), block))
-                pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
+                yield columns
                 continue
             for t in texts.to_pylist():
                 done = step(t, block)
@@ -327,7 +334,8 @@ def _without_log_end(texts: pa.Array) -> pa.Array:
 
 
 def _parser(path: str, opening: bytes):
-    """Lists of records to Arrow batches of event rows (:data:`RAW_SCHEMA`), one a list."""
+    """Chunks of records (:class:`Columns` or lists) to Arrow batches of event rows
+    (:data:`RAW_SCHEMA`), one a chunk that holds an event."""
 
     def parse(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
         for chunk in chunks:
