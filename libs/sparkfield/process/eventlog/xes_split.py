@@ -178,12 +178,14 @@ def _require_log_end(spark: SparkSession, path: str, tail: int = 4096) -> None:
 class Columns:
     """Trace records of one batch as columns: their text, ``pos`` and block, and the lines
     they start on (or the first one's: the others are counted when asked for, as only the
-    errors of records read one by one name them)."""
+    errors of records read one by one name them). ``log_end``: a record may hold the log's
+    end tag (False where the splitter searched the batch's bytes and found none)."""
 
     texts: pa.Array
     pos: np.ndarray
     lines: np.ndarray | int
     blocks: np.ndarray
+    log_end: bool = True
 
     def line_numbers(self) -> np.ndarray:
         if not isinstance(self.lines, int):
@@ -279,7 +281,7 @@ def _positions(path: str, whole: bool):
             if data is not None and not _holds_markup(data):
                 lengths = pc.utf8_length(texts).to_numpy().astype(np.int64) + len(DELIMITER)
                 columns = Columns(texts, base + pos + np.cumsum(lengths) - lengths, line + 1,
-                                  np.full(len(texts), block))
+                                  np.full(len(texts), block), log_end=b"</log" in data)
                 pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
                 if out:
                     yield out
@@ -340,7 +342,8 @@ def _parser(path: str, opening: bytes):
     def parse(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
         for chunk in chunks:
             if isinstance(chunk, Columns):
-                fast = usual_batch(_without_log_end(chunk.texts), chunk.pos, _RAW_ARROW)
+                texts = _without_log_end(chunk.texts) if chunk.log_end else chunk.texts
+                fast = usual_batch(texts, chunk.pos, _RAW_ARROW)
                 if fast is not None:
                     if fast.num_rows:
                         yield fast
