@@ -3,17 +3,20 @@ log end to end with pm4py as the oracle (both files load; per object type, pm4py
 and DFG equal ocel_views/<type>/dfg.csv)."""
 
 import json
+import re
 import sqlite3
 import warnings
 from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pytest
+from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
 from sparkfield.process import run_event_log
 from sparkfield.process.extraction.mapping import MappingError, load_mapping
-from sparkfield.process.ocel.build import build
+from sparkfield.process.extraction.sources import compile_expr, expr_type, expr_types
+from sparkfield.process.ocel.build import build, plan
 from sparkfield.process.ocel.mapping import OcelMapping, parse_ocel_mapping
 
 TYPES = ["order", "customer", "product", "seller"]
@@ -199,11 +202,40 @@ def test_mapping_errors_name_the_place(tmp_path, change, message):
         parse_ocel_mapping(doc)
 
 
-def test_bad_expression_is_reported_before_data_is_read(spark, tmp_path):
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["activities"][0]["objects"][1].update(id="no_such_column"),
+     "activity 'Place': objects #2 (customer) id expression 'no_such_column'"),
+    (lambda d: d["activities"][0].update(where="order_id"),
+     "activity 'Place': where expression 'order_id' gives string, not a boolean"),
+    # the entry's expressions are typed together; when they fail together (an aggregate
+    # beside a column), each is checked alone and the one at fault named
+    (lambda d: d["objects"]["order"].update(id="max(order_id)", attributes={"a": "nope"}),
+     "object type 'order': attribute a expression 'nope'"),
+    (lambda d: d["objects"]["customer"].update(attributes={"n": "customer_id +"}),
+     "object type 'customer': attribute n expression 'customer_id +'"),
+    (lambda d: d["object_relations"][0]["to"].update(id="upper(nope)"),
+     "to id expression 'upper(nope)'"),
+])
+def test_bad_expression_is_reported_before_data_is_read(spark, tmp_path, change, message):
     doc = _doc(tmp_path)
-    doc["activities"][0]["objects"][1]["id"] = "no_such_column"
-    with pytest.raises(MappingError, match=r"activity 'Place': objects #2 \(customer\) id"):
-        build(spark, parse_ocel_mapping(doc))
+    change(doc)
+    with pytest.raises(MappingError, match=re.escape(message)):
+        plan(spark, parse_ocel_mapping(doc))
+
+
+def test_expressions_are_typed_together_and_alone_alike(spark):
+    df = spark.createDataFrame([("a", 1, None)], "s string, n int, t timestamp")
+    texts = ["s", "n + 1", "t IS NULL", None, "n + 1", "concat(s, n)"]
+    together = expr_types(df, texts)
+    assert list(together) == ["s", "n + 1", "t IS NULL", "concat(s, n)"]
+    assert together == {t: expr_type(df, t, "x", "y") for t in together}
+    assert expr_types(df, ["s", "no_such"]) == {}  # left to each expression's own check
+    assert expr_types(df, ["max(n)", "s"]) == {}  # alone each would do
+    assert expr_types(df, []) == {}
+    # a type given is the one checked: no analysis of its own
+    with pytest.raises(MappingError, match="gives int, not a boolean"):
+        compile_expr(df, "t IS NULL", "x", "where", boolean=True,
+                     types={"t IS NULL": T.IntegerType()})
 
 
 def test_sap_vbfa_mapping_plans_and_counts_documents(spark, repo_root, shared_data):

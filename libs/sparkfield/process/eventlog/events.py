@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
+from sparkfield.core.columns import column
 from sparkfield.process.eventlog.schema import (
     ACTIVITY,
     ATTRIBUTES,
@@ -126,17 +127,21 @@ def with_time_columns(df: DataFrame, col: Column, dtype: T.DataType, timezone: s
     local, passing = F.col(wall), [wall, is_naive]
     found = F.lit(None).cast("string")
     if clock_changes(timezone):
-        micros, before, after = (f"{_STAGED}{n}" for n in ("micros", "before", "after"))
-        staged = staged.withColumn(micros, F.unix_micros(local)).withColumns({  # wall clocks only
-            before: F.when(F.col(is_naive), _offset_at(F.col(micros) - _SPAN_MICROS, timezone)),
-            after: F.when(F.col(is_naive), _offset_at(F.col(micros) + _SPAN_MICROS, timezone))})
+        before, after = f"{_STAGED}before", f"{_STAGED}after"
+        micros = F.unix_micros(local)  # cheap: read thrice rather than staged
+        staged = staged.withColumns({  # wall clocks only
+            before: F.when(F.col(is_naive), _offset_at(micros - _SPAN_MICROS, timezone)),
+            after: F.when(F.col(is_naive), _offset_at(micros + _SPAN_MICROS, timezone))})
         found = F.when(F.col(is_naive), _problem_of(
-            local, F.col(micros), F.col(before), F.col(after), timezone))
-        passing += [micros, before, after]
+            local, micros, F.col(before), F.col(after), timezone))
+        passing += [before, after]
     staged = staged.withColumn(problem, found)
     utc = F.when(F.col(problem).isNull(), F.to_utc_timestamp(local, timezone))
-    return (staged.withColumn(timestamp, F.when(F.col(is_naive), utc).otherwise(local))
-            .drop(*passing))
+    stamp = F.when(F.col(is_naive), utc).otherwise(local).alias(timestamp)
+    names = [*df.columns, *([] if problem in df.columns else [problem])]
+    # one projection that sets the timestamp and leaves the passing columns out
+    return staged.select(*[stamp if n == timestamp else column(n) for n in names],
+                         *([] if timestamp in names else [stamp]))
 
 
 def wall_clock_problem(spark: SparkSession, text: str, timezone: str) -> str | None:

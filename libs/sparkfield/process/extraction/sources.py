@@ -3,11 +3,14 @@ what the classic and the object-centric extraction share."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.errors import AnalysisException, ParseException
+from pyspark.logger import PySparkLogger
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -112,16 +115,62 @@ def java_message(line: str) -> str:
     return ": ".join(parts)[:300]
 
 
-def compile_expr(df: DataFrame, text: str, label: str, field: str,
-                 boolean: bool = False) -> Column:
-    """Compile a mapping expression against the source now, so an unknown column or a
-    syntax error is reported by ``label`` (the activity, object type, ...) and field before
-    any data is processed; ``boolean``: it must give true or false (a ``where``)."""
+def expr_types(df: DataFrame, texts: Iterable[str | None]) -> dict[str, T.DataType]:
+    """The type of every expression of ``texts`` (None left out) on ``df``, from one analysis
+    of them all instead of one each; empty when one of them does not compile on its own or
+    beside the others (an aggregate, a second generator), so that :func:`compile_expr` checks
+    each in turn and names the one at fault, as without it."""
+    unique = list(dict.fromkeys(t for t in texts if t is not None))
+    if not unique:
+        return {}
     try:
-        dtype = df.select(F.expr(text).alias("_")).schema["_"].dataType  # analysis only
+        with _quiet_query_errors():  # the check of each expression logs and names its own
+            fields = df.select(*[F.expr(t).alias(f"_{i}")
+                                 for i, t in enumerate(unique)]).schema
+    except (AnalysisException, ParseException):
+        return {}
+    return {t: f.dataType for t, f in zip(unique, fields, strict=True)}
+
+
+@contextmanager
+def _quiet_query_errors() -> Iterator[None]:
+    """PySpark's loggers of analysis errors (an ERROR with the JVM's stack trace each) held
+    back for a while."""
+    # PySpark's own logger class: a plain one created first would refuse PySpark's fields
+    loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger",
+                                                    "DataFrameQueryContextLogger")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def expr_type(df: DataFrame, text: str, label: str, field: str,
+              types: Mapping[str, T.DataType] | None = None) -> T.DataType:
+    """The type of a mapping expression on the source, from ``types``
+    (:func:`expr_types`) when it holds it, else from an analysis now: an unknown column or a
+    syntax error is reported by ``label`` (the activity, object type, ...) and field before
+    any data is processed."""
+    if types and text in types:
+        return types[text]
+    try:
+        return df.select(F.expr(text).alias("_")).schema["_"].dataType  # analysis only
     except (AnalysisException, ParseException) as exc:
         first = str(exc).strip().splitlines()[0]
         raise MappingError(f"{label}: {field} expression {text!r}: {first}") from None
+
+
+def compile_expr(df: DataFrame, text: str, label: str, field: str,
+                 boolean: bool = False, types: Mapping[str, T.DataType] | None = None
+                 ) -> Column:
+    """A mapping expression as a column, checked by :func:`expr_type` (``types``: the types
+    of :func:`expr_types`, which save an analysis each); ``boolean``: it must give true or
+    false (a ``where``)."""
+    dtype = expr_type(df, text, label, field, types)
     if boolean and not isinstance(dtype, T.BooleanType):
         raise MappingError(f"{label}: where expression {text!r} gives {dtype.simpleString()}, "
                            "not a boolean")

@@ -31,6 +31,7 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from sparkfield.core.io import CORRUPT_COL, corrupt_record, rejects_of
@@ -45,6 +46,8 @@ from sparkfield.process.extraction.sources import (
     ROW_COL,
     Keep,
     compile_expr,
+    expr_type,
+    expr_types,
     source_frames,
 )
 from sparkfield.process.ocel.mapping import SOURCE_KEY, OcelActivity, OcelMapping
@@ -122,31 +125,44 @@ class OcelPlan:
     shared_kept: bool = False
 
 
-def _filtered(df: DataFrame, where: str | None, label: str) -> DataFrame:
-    return df.where(compile_expr(df, where, label, "where", boolean=True)) if where else df
+Types = dict[str, T.DataType]
 
 
-def _attr_map(df: DataFrame, attrs: dict[str, str], label: str) -> Column:
+def _typed(df: DataFrame, where: str | None, *texts: str | None,
+           attrs: dict[str, str] | None = None) -> Types:
+    """The types of one entry's expressions on its source (one analysis for them all)."""
+    return expr_types(df, [where, *texts, *(attrs or {}).values()])
+
+
+def _filtered(df: DataFrame, where: str | None, label: str, types: Types | None = None
+              ) -> DataFrame:
+    if not where:
+        return df
+    return df.where(compile_expr(df, where, label, "where", boolean=True, types=types))
+
+
+def _attr_map(df: DataFrame, attrs: dict[str, str], label: str, types: Types | None = None
+              ) -> Column:
     if not attrs:
         return F.lit(None).cast("map<string,string>")
     return F.map_filter(F.create_map(*[
         x for k, e in attrs.items()
-        for x in (F.lit(k), compile_expr(df, e, label, f"attribute {k}").cast("string"))]),
+        for x in (F.lit(k),
+                  compile_expr(df, e, label, f"attribute {k}", types=types).cast("string"))]),
         lambda k, v: v.isNotNull())
 
 
 _TIME, _TIME_PROBLEM = "__sparkfield_ocel_time", "__sparkfield_ocel_time_problem"
 
 
-def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None
-          ) -> tuple[DataFrame, Column, Column]:
+def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None,
+          types: Types | None = None) -> tuple[DataFrame, Column, Column]:
     """``df`` with the instant of a timestamp expression, and why it has none when the zone
     skips or repeats its wall-clock time
     (:func:`~sparkfield.process.eventlog.events.local_time_problem`), as the two columns
     returned (to be selected: their names are internal)."""
-    col = compile_expr(df, text, label, "timestamp")
-    dtype = df.select(col.alias("t")).schema["t"].dataType
-    timed = with_time_columns(df, col, dtype, timezone, fmt, _TIME, _TIME_PROBLEM)
+    dtype = expr_type(df, text, label, "timestamp", types)
+    timed = with_time_columns(df, F.expr(text), dtype, timezone, fmt, _TIME, _TIME_PROBLEM)
     return timed, F.col(_TIME), F.col(_TIME_PROBLEM)
 
 
@@ -169,10 +185,11 @@ def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
     """Object rows of every type with ``reject_reason`` (null for a good object)."""
     parts = []
     for t in mapping.objects.values():
-        df = _filtered(frames[t.source], t.where, t.label)
-        key = compile_expr(df, t.id, t.label, "id").cast("string")
+        types = _typed(frames[t.source], t.where, t.id, attrs=t.attributes)
+        df = _filtered(frames[t.source], t.where, t.label, types)
+        key = compile_expr(df, t.id, t.label, "id", types=types).cast("string")
         attrs = F.map_concat(F.create_map(F.lit(SOURCE_KEY), key),
-                             F.coalesce(_attr_map(df, t.attributes, t.label),
+                             F.coalesce(_attr_map(df, t.attributes, t.label, types),
                                         F.create_map().cast("map<string,string>")))
         parts.append(df.select(
             _id_of(t.name, key).alias(OID), key.alias("key"),
@@ -189,13 +206,16 @@ def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
     return rows.withColumn(REASON, reason)
 
 
-def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str) -> DataFrame:
+def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str, types: Types | None = None
+                   ) -> DataFrame:
     """One activity's event rows with their related objects (``objs``)."""
-    ts = compile_expr(df, a.timestamp, a.label, "timestamp")
-    name = F.lit(a.name) if a.name else compile_expr(df, a.activity, a.label, "activity")
-    keys = [compile_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id").cast("string")
+    ts = compile_expr(df, a.timestamp, a.label, "timestamp", types=types)
+    name = F.lit(a.name) if a.name else compile_expr(df, a.activity, a.label, "activity",
+                                                     types=types)
+    keys = [compile_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id",
+                         types=types).cast("string")
             for j, o in enumerate(a.objects)]
-    df, when, problem = _time(df, a.timestamp, a.label, timezone, a.timestamp_format)
+    df, when, problem = _time(df, a.timestamp, a.label, timezone, a.timestamp_format, types)
     objs = F.array(*[F.struct(
         F.lit(o.type).alias("type"), _id_of(o.type, k).alias("id"),
         F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
@@ -204,7 +224,7 @@ def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str) -> DataFrame:
         name.cast("string").alias(ACTIVITY),
         when.alias(TIMESTAMP), ts.cast("string").alias("timestamp_raw"),
         problem.alias(LOCAL_PROBLEM),
-        _attr_map(df, a.attributes, a.label).alias(ATTRIBUTES), objs.alias("objs"),
+        _attr_map(df, a.attributes, a.label, types).alias(ATTRIBUTES), objs.alias("objs"),
         F.lit(a.index).alias(SRC_ORDER), F.col(ROW_COL).alias(ROW_ORDER),
         corrupt_record(df).alias(CORRUPT_COL))
 
@@ -212,9 +232,13 @@ def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str) -> DataFrame:
 def plan_events(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame:
     """Event rows with their related objects (``objs``: type, id, qualifier) and
     ``reject_reason``."""
-    rows = reduce(DataFrame.unionByName, [
-        _activity_rows(_filtered(frames[a.source], a.where, a.label), a, mapping.timezone)
-        for a in mapping.activities])
+    parts = []
+    for a in mapping.activities:
+        types = _typed(frames[a.source], a.where, a.timestamp, a.activity,
+                       *(o.id for o in a.objects), attrs=a.attributes)
+        parts.append(_activity_rows(_filtered(frames[a.source], a.where, a.label, types), a,
+                                    mapping.timezone, types))
+    rows = reduce(DataFrame.unionByName, parts)
     objs_json = F.to_json(F.array_sort(F.col("objs")))
     attrs_json = F.coalesce(F.to_json(ATTRIBUTES), F.lit(""))
     reason = _bad_time(F.col("timestamp_raw"), F.col(TIMESTAMP), mapping,
@@ -238,15 +262,17 @@ def plan_changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
     for t in mapping.objects.values():
         for j, c in enumerate(t.changes):
             label = f"{t.label}: change #{j + 1}"
-            df = _filtered(frames[c.source], c.where, label)
-            key = compile_expr(df, c.id, label, "id").cast("string")
+            types = _typed(frames[c.source], c.where, c.id, c.timestamp, attrs=c.attributes)
+            df = _filtered(frames[c.source], c.where, label, types)
+            key = compile_expr(df, c.id, label, "id", types=types).cast("string")
+            raw = compile_expr(df, c.timestamp, label, "timestamp", types=types)
             df, when, problem = _time(df, c.timestamp, label, mapping.timezone,
-                                      c.timestamp_format)
+                                      c.timestamp_format, types)
             parts.append(df.select(
                 _id_of(t.name, key).alias(OID), key.alias("key"), F.lit(t.name).alias(OTYPE),
                 when.alias("ocel_time"), problem.alias(LOCAL_PROBLEM),
-                compile_expr(df, c.timestamp, label, "timestamp").cast("string").alias("time_raw"),
-                F.explode(_attr_map(df, c.attributes, label)).alias(
+                raw.cast("string").alias("time_raw"),
+                F.explode(_attr_map(df, c.attributes, label, types)).alias(
                     "ocel_changed_field", "value"),
                 F.lit(label).alias("source"), corrupt_record(df).alias(CORRUPT_COL)))
     return reduce(DataFrame.unionByName, parts) if parts else None
@@ -256,9 +282,10 @@ def plan_o2o(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | 
     """Object-to-object relation rows (``source`` names the relation)."""
     parts = []
     for r in mapping.object_relations:
-        df = _filtered(frames[r.source], r.where, r.label)
-        src = compile_expr(df, r.from_id, r.label, "from id").cast("string")
-        tgt = compile_expr(df, r.to_id, r.label, "to id").cast("string")
+        types = _typed(frames[r.source], r.where, r.from_id, r.to_id)
+        df = _filtered(frames[r.source], r.where, r.label, types)
+        src = compile_expr(df, r.from_id, r.label, "from id", types=types).cast("string")
+        tgt = compile_expr(df, r.to_id, r.label, "to id", types=types).cast("string")
         parts.append(df.select(
             _id_of(r.from_type, src).alias("ocel_source_id"),
             F.lit(r.from_type).alias("source_type"),
