@@ -1,10 +1,12 @@
 """ocel.sqlite from parts: the executors place the rows of each table into small SQLite
 databases and the driver appends them in partition order. The file's tables are checked row
 for row (in table order) against the cached log's frames sorted here, with many parts per
-table and with none (the driver placing a small table itself)."""
+table and with none (the driver placing a small table itself). ocel.json is the same file byte
+for byte whether Spark or the driver sorts its lines."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
@@ -22,6 +24,7 @@ from sparkfield.process.ocel.write import (
     Placement,
     append_sqlite_parts,
     table_names,
+    write_json,
     write_sqlite,
 )
 
@@ -155,6 +158,22 @@ def test_parts_hold_every_row_in_order_with_many_parts_or_none(spark, tmp_path):
     assert len(want["event_object"]) == 18 and len(want["object_Customer"]) == 6
     for name in ("parts", "whole", "uncounted"):
         assert _tables(tmp_path / f"{name}.sqlite") == want, name
+
+
+def test_json_lines_sorted_by_the_driver_or_by_spark_are_the_same_file(spark, tmp_path):
+    mapping = parse_ocel_mapping(yaml.safe_load(MAPPING))
+    with ExitStack() as stack:
+        c = compute(plan_from(_frames(spark), mapping), stack, input_name="inline")
+        for name, rows, per in (("spark", c.rows, 2), ("driver", c.rows, 100),
+                                ("uncounted", None, 100)):
+            write_json(spark, c.tables, c.types, str(tmp_path / f"{name}.json"), rows, per)
+    texts = {n: (tmp_path / f"{n}.json").read_bytes() for n in ("spark", "driver", "uncounted")}
+    assert texts["driver"] == texts["spark"] == texts["uncounted"]
+    doc = json.loads(texts["driver"])
+    assert len(doc["objects"]) == len({o["id"] for o in doc["objects"]}) == c.rows["ocel_objects"]
+    # equal times in source-row order, not by id, as the SQLite tables have them
+    placed = [e["id"] for e in doc["events"] if e["type"] == "Place Order"][:3]
+    assert placed == [r[0] for r in _expected(c)["event_PlaceOrder"][:3]]
 
 
 def test_rows_appended_are_counted(spark, tmp_path):

@@ -219,7 +219,7 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: OcelComputed,
         with report.optional("ocel_map.svg"):
             out.write_text("ocel_map.svg", process_map.render_svg(c.map_dot))
     with report.step("write_ocel_json"):
-        write_json(spark, c.tables, c.types, out.path("ocel.json"))
+        write_json(spark, c.tables, c.types, out.path("ocel.json"), c.rows)
     with report.step("write_ocel_sqlite"):
         write_sqlite(spark, c.tables, c.types, out.path("ocel.sqlite"), c.rows,
                      p.sqlite_part_rows)

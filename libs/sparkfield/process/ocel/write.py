@@ -2,9 +2,10 @@
 
 ocel.json is written by the executors: every object and every event becomes one JSON text line
 in Spark, the parts are written in order and concatenated with the header (the object and
-event types, small) into one file, so the log is never collected. Events are listed in event
-order (``schema.ORDER``: timestamp, mapping order, source row, activity), which is how readers
-order events with equal timestamps.
+event types, small) into one file, so the log is never collected; but for a table of one part
+or less (see below), whose lines the driver collects and sorts itself (no sort's jobs).
+Events are listed in event order (``schema.ORDER``: timestamp, mapping order, source row,
+activity), which is how readers order events with equal timestamps.
 
 ocel.sqlite must be one database file written by one process. The executors place the rows of
 each table, sorted and cut into partitions of a bounded size, into small in-memory SQLite
@@ -104,8 +105,14 @@ def _rels(df: DataFrame, key: str, target: str) -> DataFrame:
         F.col(target).alias("objectId"), F.col(QUAL).alias("qualifier")))).alias("rels"))
 
 
+PART_ROWS = 100_000  # the default part size (event_log's sqlite_part_rows)
+OBJECT_ORDER = (TYPE_INDEX, OID)
+EVENT_ORDER = (*ORDER, EID)
+
+
 def object_lines(tables: OcelTables) -> DataFrame:
-    """One JSON text per object, in (type order, id) order: ``line``."""
+    """One JSON text per object, ``line``, beside its place in the file
+    (:data:`OBJECT_ORDER`: type order, id)."""
     changes = tables.changes.groupBy(OID).agg(F.sort_array(F.collect_list(F.struct(
         F.col("ocel_time").alias("t"), F.col("ocel_changed_field").alias("name"),
         F.col("value")))).alias("ch"))
@@ -122,11 +129,12 @@ def object_lines(tables: OcelTables) -> DataFrame:
     doc = F.struct(F.col(OID).alias("id"), F.col(OTYPE).alias("type"),
                    F.when(F.size(attrs) > 0, attrs).alias("attributes"),
                    F.col("rels").alias("relationships"))
-    return objs.orderBy(TYPE_INDEX, OID).select(F.to_json(doc).alias("line"))
+    return objs.select(*OBJECT_ORDER, F.to_json(doc).alias("line"))
 
 
 def event_lines(tables: OcelTables) -> DataFrame:
-    """One JSON text per event, in event order: ``line``."""
+    """One JSON text per event, ``line``, beside its place in the file
+    (:data:`EVENT_ORDER`: event order)."""
     e2o = _rels(tables.e2o, E2O_EVENT, E2O_OBJECT).withColumnRenamed(E2O_EVENT, EID)
     attrs = F.array_sort(F.transform(F.map_entries(F.coalesce(ATTRIBUTES, F.create_map().cast(
         "map<string,string>"))), lambda e: F.struct(e["key"].alias("name"),
@@ -135,8 +143,19 @@ def event_lines(tables: OcelTables) -> DataFrame:
                    _time(TIMESTAMP).alias("time"),
                    F.when(F.size(attrs) > 0, attrs).alias("attributes"),
                    F.col("rels").alias("relationships"))
-    return tables.events.join(e2o, EID, "left").orderBy(*ORDER, EID).select(
-        F.to_json(doc).alias("line"))
+    return tables.events.join(e2o, EID, "left").select(*EVENT_ORDER,
+                                                       F.to_json(doc).alias("line"))
+
+
+def in_order(lines: DataFrame, key: tuple[str, ...], rows: int | None, per: int = PART_ROWS
+             ) -> str | DataFrame:
+    """The ``line`` column of ``lines`` in ``key`` order, as :func:`concat_pieces` takes it:
+    a frame that Spark sorts, or, when ``rows`` (its row count) is known and at most
+    ``per``, the elements' text, collected and sorted by the driver (no sort's jobs)."""
+    if rows is not None and rows <= per:
+        table = _spark_sorted(lines.toArrow(), key)
+        return "".join(f",{line}\n" for line in table["line"].to_pylist())[1:]
+    return lines.orderBy(*key).select("line")
 
 
 def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataFrame],
@@ -162,7 +181,12 @@ def concat_pieces(spark: SparkSession, target: str, pieces: Iterable[str | DataF
     fs.delete(jscratch, True)
 
 
-def write_json(spark: SparkSession, tables: OcelTables, types: Types, target: str) -> None:
+def write_json(spark: SparkSession, tables: OcelTables, types: Types, target: str,
+               rows: dict[str, int] | None = None, per: int = PART_ROWS) -> None:
+    """``rows``: the row counts of the kept tables (``ocel_events``, ...), when known: a
+    table of at most ``per`` rows is sorted and written by the driver."""
+    rows = rows or {}
+
     def described(kind: dict[str, list[str]]) -> list[dict]:
         return [{"name": n, "attributes": [{"name": a, "type": "string"} for a in attrs]}
                 for n, attrs in kind.items()]
@@ -170,8 +194,9 @@ def write_json(spark: SparkSession, tables: OcelTables, types: Types, target: st
     head = ('{\n"objectTypes": ' + json.dumps(described(types.objects), ensure_ascii=False)
             + ',\n"eventTypes": ' + json.dumps(described(types.events), ensure_ascii=False)
             + ',\n"objects": [\n')
-    concat_pieces(spark, target, [head, object_lines(tables), '],\n"events": [\n',
-                                  event_lines(tables), "]\n}\n"],
+    objects = in_order(object_lines(tables), OBJECT_ORDER, rows.get("ocel_objects"), per)
+    events = in_order(event_lines(tables), EVENT_ORDER, rows.get("ocel_events"), per)
+    concat_pieces(spark, target, [head, objects, '],\n"events": [\n', events, "]\n}\n"],
                   f"{target}.__parts")
 
 
@@ -221,7 +246,6 @@ class Placement:
         return list(out.items())
 
 
-PART_ROWS = 100_000  # the default part size (event_log's sqlite_part_rows)
 PART = T.StructType([T.StructField("part", T.BinaryType(), False),
                      T.StructField("rows", T.LongType(), False)])
 
