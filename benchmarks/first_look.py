@@ -13,7 +13,8 @@ Inputs, both real:
 Each command runs once "first", as on the first run after ``make run`` on a fresh checkout:
 the driver JVM's class archive is removed and ``make run`` run once (it writes the archive
 as a user's quick start does), then the page cache is dropped before each first run (needs
-root); then ``--repeat`` times warm, and the best warm wall is kept. Goals: a small input
+root); then ``--repeat`` rounds warm, each running every command once in turn, and the best
+warm wall of each is kept. Goals: a small input
 takes at most 2x the hello world warm and 3x first.
 
 Usage: python benchmarks/first_look.py [--orders 830] [--repeat 3] [--no-first]
@@ -119,14 +120,22 @@ def main() -> int:
     if not a.no_first:
         print(f"make run (writes the driver's class archive): {_make_run(env):.1f} s")
     try:
-        for name, cmd in commands.items():
-            if not a.no_first:
+        if not a.no_first:
+            for name, cmd in commands.items():
                 if not _drop_caches():
                     print("(not root: the page cache stays warm for the first runs)")
                 first[name] = _wall(cmd, env)
-            warm[name] = min(_wall(cmd, env) for _ in range(a.repeat))
+        # warm rounds alternate between the commands, so that a drift in the machine's speed
+        # reaches every command alike
+        walls: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(a.repeat):
+            for name, cmd in commands.items():
+                walls[name].append(_wall(cmd, env))
+        for name in commands:
+            warm[name] = min(walls[name])
             said = f"first {first[name]:.1f} s, " if name in first else ""
-            print(f"{name}: {said}best warm {warm[name]:.1f} s of {a.repeat}")
+            print(f"{name}: {said}best warm {warm[name]:.1f} s of "
+                  f"{', '.join(f'{w:.1f}' for w in walls[name])}")
         for name, folder in (("event_log", "event_log"), ("process_mining", "process_mining")):
             _, timed = steps(out / folder)
             print(f"{name}'s last run, steps (s): " + ", ".join(

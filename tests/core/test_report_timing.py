@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
 import time
 
 import pytest
@@ -30,6 +31,50 @@ def test_nested_steps_are_listed_within_their_step_and_counted_once():
     outer = report.steps[0]["seconds"]
     assert outer >= 0.05 and counted_seconds(report.steps) == outer
     assert "inner=" in report.summary() and "(in outer)" in report.summary()
+
+
+def test_steps_side_by_side_overlap_within_their_step_and_are_counted_once():
+    report = RunReport("t")
+    seen: dict[str, str | None] = {}
+    both = threading.Barrier(2, timeout=10)  # each waits for the other: they overlap
+
+    def part(name: str):
+        def work():
+            with report.step(f"{name} inner"):
+                both.wait()
+                seen[name] = current_step()
+                time.sleep(0.1)
+        return work
+
+    with report.step("run"):
+        report.side_by_side("write", {"a": part("a"), "b": part("b")})
+        assert current_step() == "run"
+    assert current_step() is None
+    steps = {s["step"]: s for s in report.steps}
+    assert {n: steps[n].get("within") for n in steps} == {
+        "a inner": "a", "b inner": "b", "a": "write", "b": "write", "write": "run",
+        "run": None}
+    assert seen == {"a": "a inner + b inner", "b": "a inner + b inner"}
+    # overlapping: the step around them lasts about as long as the longer, not their sum
+    assert steps["write"]["seconds"] < steps["a"]["seconds"] + steps["b"]["seconds"]
+    assert counted_seconds(report.steps) == steps["run"]["seconds"]
+
+
+def test_an_error_side_by_side_is_raised_once_every_part_has_ended():
+    report = Stats()
+    ended = []
+
+    def slow():
+        time.sleep(0.2)
+        ended.append("slow")
+
+    def broken():
+        raise ValueError("no disk")
+
+    with pytest.raises(ValueError, match="no disk"):
+        report.side_by_side("write", {"broken": broken, "slow": slow})
+    assert ended == ["slow"] and current_step() is None
+    assert [s["step"] for s in report.steps] == ["broken", "slow", "write"]
 
 
 def test_total_is_the_wall_time_and_says_what_the_steps_cover():

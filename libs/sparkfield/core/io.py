@@ -331,7 +331,7 @@ class AtomicOutput:
             fs.delete(jparts, True)
         else:  # no rows: Spark wrote no header
             fs.delete(jparts, True)
-            self.files.pop()
+            self.files.remove(name)  # not pop(): other outputs may be written meanwhile
             self.write_text(name, ",".join(df.columns) + "\n")
         return f"{self.final}/{name}"
 

@@ -7,15 +7,18 @@ the job's Spark session (or from the report's creation, for a session the job di
 to the report's completion, and the steps say how much of it they cover. Spark is lazy, so a
 step times the actions it triggers; the work that fills a cache is timed as its own step
 (``cache <name>``, see :func:`sparkfield.core.practices.cached_rows`). A step opened inside
-another (in any :class:`Stats`) is listed with ``within`` and not counted twice.
+another (in any :class:`Stats`) is listed with ``within`` and not counted twice; so are steps
+run side by side (:meth:`Stats.side_by_side`) inside the step that runs them.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,9 +26,9 @@ from typing import Any
 
 log = logging.getLogger("sparkfield")
 
-# the steps open now, outermost first: a step opened inside another is nested in the timeline
-# even when the two belong to different Stats (a compute's and its run's)
-_OPEN_STEPS: list[str] = []
+# the steps open now in each thread, outermost first: a step opened inside another is nested
+# in the timeline even when the two belong to different Stats (a compute's and its run's)
+_OPEN_STEPS: dict[int, list[str]] = {}
 # when this process last started a Spark session for a job, and how long that took
 _SESSION_START: dict[str, float] = {}
 
@@ -36,9 +39,19 @@ def session_started(t0: float, seconds: float) -> None:
     _SESSION_START.update(t0=t0, seconds=seconds)
 
 
+def _open_steps() -> list[str]:
+    """The steps open in this thread (a new thread starts with none)."""
+    return _OPEN_STEPS.setdefault(threading.get_ident(), [])
+
+
 def current_step() -> str | None:
-    """The innermost step open now (for progress lines)."""
-    return _OPEN_STEPS[-1] if _OPEN_STEPS else None
+    """The innermost step open now (for progress lines): of the thread deepest in steps;
+    steps side by side are named together."""
+    stacks = [s for s in list(_OPEN_STEPS.values()) if s]
+    if not stacks:
+        return None
+    depth = max(len(s) for s in stacks)
+    return " + ".join(dict.fromkeys(s[-1] for s in stacks if len(s) == depth))
 
 
 def counted_seconds(steps: list[dict[str, Any]]) -> float:
@@ -102,20 +115,52 @@ class Stats:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        """Time the block as the step ``name`` (nested in the step open around it, if any)."""
-        outer = current_step()
-        _OPEN_STEPS.append(name)
+        """Time the block as the step ``name`` (nested in the step open around it in this
+        thread, if any)."""
+        stack = _open_steps()
+        outer = stack[-1] if stack else None
+        stack.append(name)
         t0 = time.perf_counter()
         try:
             yield
         finally:
             seconds = round(time.perf_counter() - t0, 3)
-            _OPEN_STEPS.pop()
+            stack.pop()
+            if not stack:
+                _OPEN_STEPS.pop(threading.get_ident(), None)
             entry: dict[str, Any] = {"step": name, "seconds": seconds}
             if outer is not None:
                 entry["within"] = outer
             self.steps.append(entry)
             log.info("step %s: %.2fs", name, seconds)
+
+    def side_by_side(self, name: str, parts: Mapping[str, Callable[[], object]]) -> None:
+        """Run ``parts`` (independent work, such as writing different outputs) at once, each
+        from a thread of its own and timed as its own step within the step ``name``, which
+        lasts until the last is done. Each Spark action leaves most of the cores idle while
+        the driver plans and schedules it, so independent ones overlap. The first error, in
+        the order given, is raised once every part has ended (none is left writing)."""
+        with self.step(name):
+            if len(parts) < 2:
+                for part, work in parts.items():
+                    with self.step(part):
+                        work()
+                return
+            outer = list(_open_steps())
+
+            def timed(part: str, work: Callable[[], object]) -> None:
+                _OPEN_STEPS[threading.get_ident()] = list(outer)
+                try:
+                    with self.step(part):
+                        work()
+                finally:
+                    _OPEN_STEPS.pop(threading.get_ident(), None)
+
+            with ThreadPoolExecutor(max_workers=len(parts),
+                                    thread_name_prefix="sparkfield-step") as pool:
+                futures = [pool.submit(timed, part, work) for part, work in parts.items()]
+            for f in futures:
+                f.result()
 
     def add_rejects(self, source: str, by_reason: dict[str, int]) -> None:
         slot = self.rejects.setdefault(source, {})

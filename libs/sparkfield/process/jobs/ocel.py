@@ -14,6 +14,7 @@ map and counts out) and writes the outputs atomically.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -209,22 +210,24 @@ def _write(spark: SparkSession, p: Any, out: AtomicOutput, c: OcelComputed,
     with report.step("write_ocel_views"):
         for otype, tv in c.views.items():
             _write_type_views(out, otype, tv)
-    case_type = mapping.case_object_type
-    if case_type is not None:
-        with report.step("write_classic_log"):
-            tv = c.views[case_type]
-            _classic(spark, out, tv, export_formats(p.exports, None))
     out.write_text("ocel_map.dot", c.map_dot)
     if p.render_map:
         with report.optional("ocel_map.svg"):
             out.write_text("ocel_map.svg", process_map.render_svg(c.map_dot))
-    with report.step("write_ocel_json"):
-        write_json(spark, c.tables, c.types, out.path("ocel.json"), c.rows)
-    with report.step("write_ocel_sqlite"):
-        write_sqlite(spark, c.tables, c.types, out.path("ocel.sqlite"), c.rows,
-                     p.sqlite_part_rows)
-    with report.step("write_rejects"):
-        out.write_parquet("ocel_rejects", c.tables.rejects, partitions=1)
+    parts: dict[str, Callable[[], object]] = {}
+    case_type = mapping.case_object_type
+    if case_type is not None:
+        parts["write_classic_log"] = lambda: _classic(spark, out, c.views[case_type],
+                                                      export_formats(p.exports, None))
+    parts["write_ocel_json"] = lambda: write_json(spark, c.tables, c.types,
+                                                  out.path("ocel.json"), c.rows)
+    parts["write_ocel_sqlite"] = lambda: write_sqlite(spark, c.tables, c.types,
+                                                      out.path("ocel.sqlite"), c.rows,
+                                                      p.sqlite_part_rows)
+    parts["write_rejects"] = lambda: out.write_parquet("ocel_rejects", c.tables.rejects,
+                                                       partitions=1)
+    # different files from frames already kept: written side by side
+    report.side_by_side("write_logs", parts)
 
 
 def _write_type_views(out: AtomicOutput, otype: str, tv: TypeViews) -> None:
