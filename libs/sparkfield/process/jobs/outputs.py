@@ -4,7 +4,7 @@ writes every output through one atomic writer and publishes the run report."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import Any
 
@@ -64,13 +64,18 @@ def finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
 
 def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
                   report: RunReport) -> None:
+    """Every output of the run, each file from frames already kept or results already
+    collected: written side by side (:meth:`~sparkfield.core.report.Stats.side_by_side`)."""
     ev, views, small = c.events, c.views, c.small
     # the statistics' figures are drawn while the outputs before them are written
     pngs = c.statistics.pngs_in_background() if c.statistics is not None else {}
-    with report.step("write_events"):
+    parts: dict[str, Callable[[], object]] = {}
+
+    def events() -> None:  # each case's events in event order
         out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
-                          .drop(SRC_ORDER))  # each case's events in event order
-    with report.step("write_views"):
+                          .drop(SRC_ORDER))
+
+    def write_views() -> None:
         for name in ("dfg", "activities", "start_activities", "end_activities"):
             out.write_csv(f"{name}.csv", small[name])  # collected by compute: not again
         out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",
@@ -79,35 +84,46 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
             CASE, F.date_format("start", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("start"),
             F.date_format("end", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("end"),
             "duration_s", "events", "variant"))
+
+    parts["write_events"] = events
+    parts["write_views"] = write_views
     formats = export_formats(p.exports, log_format(p.log) if getattr(p, "log", None)
                              else None)
     if "csv" in formats:
-        with report.step("write_csv_log"):
-            xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
+        parts["write_csv_log"] = lambda: xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
     if "xes" in formats:
-        with report.step("write_xes"):
-            xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
-    with report.step("process_map"):
+        parts["write_xes"] = lambda: xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
+
+    def process_map_files() -> None:
         dot = process_map.to_dot(small["dfg"], small["activities"], small["start_activities"],
                                  small["end_activities"], p.top_k_arcs)
         out.write_text("process_map.dot", dot)
         if p.render_map:
             with report.optional("process_map.svg"):
                 out.write_text("process_map.svg", process_map.render_svg(dot))
-    if c.model is not None:
-        with report.step("write_model"):
-            out.write_text("model/process_tree.txt", c.model.tree.to_string() + "\n")
-            out.write_bytes("model/model.pnml", to_pnml(c.model.net))
+
+    parts["process_map"] = process_map_files
+    model = c.model
+    if model is not None:
+        def model_files() -> None:
+            out.write_text("model/process_tree.txt", model.tree.to_string() + "\n")
+            out.write_bytes("model/model.pnml", to_pnml(model.net))
             if p.render_map:
                 with report.optional("model/model.svg"):
-                    out.write_text("model/model.svg", petri.to_svg(c.model.net))
-    if c.conformance is not None:
-        with report.step("write_conformance"):
-            out.write_single_csv("conformance/cases.csv", c.conformance.cases.orderBy(CASE))
-            out.write_csv("conformance/non_fitting_variants.csv", c.conformance.non_fitting)
-    if c.statistics is not None:
-        with report.step("write_statistics"):
-            for name, text in c.statistics.csv_files().items():
+                    out.write_text("model/model.svg", petri.to_svg(model.net))
+
+        parts["write_model"] = model_files
+    conformance = c.conformance
+    if conformance is not None:
+        def conformance_files() -> None:
+            out.write_single_csv("conformance/cases.csv", conformance.cases.orderBy(CASE))
+            out.write_csv("conformance/non_fitting_variants.csv", conformance.non_fitting)
+
+        parts["write_conformance"] = conformance_files
+    statistics = c.statistics
+    if statistics is not None:
+        def statistics_files() -> None:
+            for name, text in statistics.csv_files().items():
                 out.write_text(name, text)
             for name, drawn in pngs.items():
                 data, failed = drawn.result()  # a figure that cannot be made stops the run
@@ -115,7 +131,9 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
                     if failed is not None:
                         raise failed
                     out.write_bytes(name, data)
-    with report.step("write_rejects"):
-        out.write_parquet("rejects", c.rejects, partitions=1)
+
+        parts["write_statistics"] = statistics_files
+    parts["write_rejects"] = lambda: out.write_parquet("rejects", c.rejects, partitions=1)
+    report.side_by_side("write_outputs", parts)
     report.outputs["dfg_arcs"] = len(small["dfg"])
     report.outputs["activities"] = len(small["activities"])
