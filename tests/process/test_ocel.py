@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pytest
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.conf import load_config
@@ -263,3 +264,51 @@ def test_the_classic_log_is_exported_in_the_formats_asked(spark, repo_root, tmp_
     classic = out / "classic_log"
     assert (classic / "dfg.csv").exists()
     assert sorted(p.name for p in classic.glob("event_log.*")) == ["event_log.xes.gz"]
+
+
+def test_times_of_every_entry_are_zoned_by_their_own_type_and_format(spark, tmp_path):
+    """Each activity and change reads its time by its own type and format; the zone's rules
+    (Berlin: 02:30 skipped on 2024-03-31, shown twice on 2024-10-27) reject what it skips or
+    repeats, in events and changes alike, and give the others pandas' instants."""
+    (tmp_path / "orders.csv").write_text(
+        "order_id,placed,shipped\n"
+        "o1,2024-03-31 01:30:00,31/03/2024 03:30\n"
+        "o2,2024-03-31 02:30:00,27/10/2024 02:30\n"   # placed: skipped; shipped: twice
+        "o3,2024-10-27T03:30:00+01:00,28/10/2024 09:00\n")  # an offset of its own
+    (tmp_path / "moves.csv").write_text(
+        "order_id,at,status\no1,2024-03-31 02:15:00,late\no3,2024-06-01 12:00:00,ok\n")
+    doc = {
+        "sources": {n: {"format": "csv", "path": str(tmp_path / f"{n}.csv")}
+                    for n in ("orders", "moves")},
+        "timezone": "Europe/Berlin",
+        "objects": {"order": {"source": "orders", "id": "order_id", "changes": [
+            {"source": "moves", "id": "order_id", "timestamp": "at",
+             "attributes": ["status"]}]}},
+        "activities": [
+            {"name": "Place", "source": "orders", "timestamp": "placed",
+             "objects": [{"type": "order", "id": "order_id"}]},
+            {"name": "Ship", "source": "orders", "timestamp": "shipped",
+             "timestamp_format": "dd/MM/yyyy HH:mm",
+             "objects": [{"type": "order", "id": "order_id"}]}],
+    }
+    t = build(spark, parse_ocel_mapping(doc))
+    rejects = sorted((r.source, r.reason) for r in t.rejects.collect())
+    assert rejects == [("Place", "nonexistent local time"), ("Ship", "ambiguous local time"),
+                       ("object type 'order': change #1", "nonexistent local time")]
+    berlin = ZoneInfo("Europe/Berlin")
+
+    def instant(text: str, fmt: str | None = None) -> pd.Timestamp:
+        ts = pd.to_datetime(text, format=fmt)
+        return (ts if ts.tzinfo else ts.tz_localize(berlin)).tz_convert("UTC")
+
+    def micros(ts: pd.Timestamp) -> int:  # instants compared whatever this machine's zone
+        return ts.value // 1000
+
+    got = {tuple(r) for r in t.events.select("activity", F.unix_micros("timestamp")).collect()}
+    assert got == {("Place", micros(instant("2024-03-31 01:30:00"))),
+                   ("Place", micros(instant("2024-10-27T03:30:00+01:00"))),
+                   ("Ship", micros(instant("31/03/2024 03:30", "%d/%m/%Y %H:%M"))),
+                   ("Ship", micros(instant("28/10/2024 09:00", "%d/%m/%Y %H:%M")))}
+    changes = [tuple(r) for r in t.changes.select(
+        "ocel_id", F.unix_micros("ocel_time"), "value").collect()]
+    assert changes == [("order:o3", micros(instant("2024-06-01 12:00:00")), "ok")]

@@ -116,29 +116,48 @@ _STAGED = "__sparkfield_time_"  # prefix of with_time_columns' passing columns
 def with_time_columns(df: DataFrame, col: Column, dtype: T.DataType, timezone: str,
                       fmt: str | None, timestamp: str, problem: str) -> DataFrame:
     """``df`` with :func:`parse_timestamp` of ``col`` as column ``timestamp`` and
-    :func:`local_time_problem` as ``problem``, the same values computed in steps: the
-    wall-clock time once, the two offsets once each, then the problem, instead of each
-    written out a dozen times inside one expression. Spark keeps such steps apart (it does
-    not inline an expression that a later one reads several times), so the generated code
-    stays small: on a small input compiling it cost more than the rows."""
-    parsed, naive = _wall_clock(col, dtype, fmt)
-    wall, is_naive = f"{_STAGED}wall", f"{_STAGED}naive"
-    staged = df.withColumns({wall: parsed, is_naive: naive})
-    local, passing = F.col(wall), [wall, is_naive]
-    found = F.lit(None).cast("string")
+    :func:`local_time_problem` as ``problem``: :func:`wall_clock_columns`, then
+    :func:`zoned_time_columns`."""
+    wall, naive = wall_clock_columns(col, dtype, fmt)
+    staged = df.withColumns({f"{_STAGED}wall": wall, f"{_STAGED}naive": naive})
+    return zoned_time_columns(staged, f"{_STAGED}wall", f"{_STAGED}naive", timezone,
+                              timestamp, problem)
+
+
+def wall_clock_columns(col: Column, dtype: T.DataType, fmt: str | None
+                       ) -> tuple[Column, Column]:
+    """A string, date or timestamp column as a timestamp, and whether that is a wall-clock
+    time (no offset of its own, shown as the same clock time in UTC): the two columns that
+    :func:`zoned_time_columns` reads. Selected on each side of a union of sources with
+    timestamps of different types or formats, they let the union be zoned once."""
+    return _wall_clock(col, dtype, fmt)
+
+
+def zoned_time_columns(df: DataFrame, wall: str, naive: str, timezone: str, timestamp: str,
+                       problem: str) -> DataFrame:
+    """``df`` whose columns ``wall`` and ``naive`` are :func:`wall_clock_columns` of a value,
+    with :func:`parse_timestamp` of it as column ``timestamp`` and :func:`local_time_problem`
+    as ``problem`` in their place, the same values computed in steps: the two offsets once
+    each, then the problem, instead of each written out a dozen times inside one expression.
+    Spark keeps such steps apart (it does not inline an expression that a later one reads
+    several times), so the generated code stays small: on a small input compiling it cost
+    more than the rows."""
+    local, is_naive, passing = F.col(wall), F.col(naive), [wall, naive]
+    staged, found = df, F.lit(None).cast("string")
     if clock_changes(timezone):
         before, after = f"{_STAGED}before", f"{_STAGED}after"
         micros = F.unix_micros(local)  # cheap: read thrice rather than staged
         staged = staged.withColumns({  # wall clocks only
-            before: F.when(F.col(is_naive), _offset_at(micros - _SPAN_MICROS, timezone)),
-            after: F.when(F.col(is_naive), _offset_at(micros + _SPAN_MICROS, timezone))})
-        found = F.when(F.col(is_naive), _problem_of(
+            before: F.when(is_naive, _offset_at(micros - _SPAN_MICROS, timezone)),
+            after: F.when(is_naive, _offset_at(micros + _SPAN_MICROS, timezone))})
+        found = F.when(is_naive, _problem_of(
             local, micros, F.col(before), F.col(after), timezone))
         passing += [before, after]
     staged = staged.withColumn(problem, found)
     utc = F.when(F.col(problem).isNull(), F.to_utc_timestamp(local, timezone))
-    stamp = F.when(F.col(is_naive), utc).otherwise(local).alias(timestamp)
-    names = [*df.columns, *([] if problem in df.columns else [problem])]
+    stamp = F.when(is_naive, utc).otherwise(local).alias(timestamp)
+    names = [n for n in df.columns if n not in passing]
+    names += [] if problem in names else [problem]
     # one projection that sets the timestamp and leaves the passing columns out
     return staged.select(*[stamp if n == timestamp else column(n) for n in names],
                          *([] if timestamp in names else [stamp]))

@@ -39,7 +39,8 @@ from sparkfield.core.keep import Keeper
 from sparkfield.process.eventlog.events import (
     LOCAL_PROBLEM,
     REASON,
-    with_time_columns,
+    wall_clock_columns,
+    zoned_time_columns,
 )
 from sparkfield.process.eventlog.schema import ACTIVITY, ATTRIBUTES, ROW_ORDER, SRC_ORDER, TIMESTAMP
 from sparkfield.process.extraction.sources import (
@@ -152,18 +153,23 @@ def _attr_map(df: DataFrame, attrs: dict[str, str], label: str, types: Types | N
         lambda k, v: v.isNotNull())
 
 
-_TIME, _TIME_PROBLEM = "__sparkfield_ocel_time", "__sparkfield_ocel_time_problem"
+_WALL, _NAIVE = "__sparkfield_ocel_wall", "__sparkfield_ocel_naive"
 
 
-def _time(df: DataFrame, text: str, label: str, timezone: str, fmt: str | None,
-          types: Types | None = None) -> tuple[DataFrame, Column, Column]:
-    """``df`` with the instant of a timestamp expression, and why it has none when the zone
-    skips or repeats its wall-clock time
-    (:func:`~sparkfield.process.eventlog.events.local_time_problem`), as the two columns
-    returned (to be selected: their names are internal)."""
+def _wall_clock(df: DataFrame, text: str, label: str, fmt: str | None,
+                types: Types | None = None) -> list[Column]:
+    """A timestamp expression's wall-clock columns
+    (:func:`~sparkfield.process.eventlog.events.wall_clock_columns`), to be selected by each
+    entry: the union of all is zoned once (:func:`_zoned`)."""
     dtype = expr_type(df, text, label, "timestamp", types)
-    timed = with_time_columns(df, F.expr(text), dtype, timezone, fmt, _TIME, _TIME_PROBLEM)
-    return timed, F.col(_TIME), F.col(_TIME_PROBLEM)
+    wall, naive = wall_clock_columns(F.expr(text), dtype, fmt)
+    return [wall.alias(_WALL), naive.alias(_NAIVE)]
+
+
+def _zoned(rows: DataFrame, timezone: str, timestamp: str) -> DataFrame:
+    """``rows`` with the instant of their wall-clock columns as ``timestamp`` and why it has
+    none when the zone skips or repeats that time as ``local_time_problem``."""
+    return zoned_time_columns(rows, _WALL, _NAIVE, timezone, timestamp, LOCAL_PROBLEM)
 
 
 def _in_range(ts: Column, mapping: OcelMapping) -> Column:
@@ -206,24 +212,23 @@ def plan_objects(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
     return rows.withColumn(REASON, reason)
 
 
-def _activity_rows(df: DataFrame, a: OcelActivity, timezone: str, types: Types | None = None
-                   ) -> DataFrame:
-    """One activity's event rows with their related objects (``objs``)."""
+def _activity_rows(df: DataFrame, a: OcelActivity, types: Types | None = None) -> DataFrame:
+    """One activity's event rows with their related objects (``objs``), and their time as
+    wall-clock columns (:func:`_wall_clock`)."""
     ts = compile_expr(df, a.timestamp, a.label, "timestamp", types=types)
     name = F.lit(a.name) if a.name else compile_expr(df, a.activity, a.label, "activity",
                                                      types=types)
     keys = [compile_expr(df, o.id, a.label, f"objects #{j + 1} ({o.type}) id",
                          types=types).cast("string")
             for j, o in enumerate(a.objects)]
-    df, when, problem = _time(df, a.timestamp, a.label, timezone, a.timestamp_format, types)
     objs = F.array(*[F.struct(
         F.lit(o.type).alias("type"), _id_of(o.type, k).alias("id"),
         F.lit(o.qualifier).alias("qualifier"), k.alias("key"))
         for o, k in zip(a.objects, keys, strict=True)])
     return df.select(
         name.cast("string").alias(ACTIVITY),
-        when.alias(TIMESTAMP), ts.cast("string").alias("timestamp_raw"),
-        problem.alias(LOCAL_PROBLEM),
+        *_wall_clock(df, a.timestamp, a.label, a.timestamp_format, types),
+        ts.cast("string").alias("timestamp_raw"),
         _attr_map(df, a.attributes, a.label, types).alias(ATTRIBUTES), objs.alias("objs"),
         F.lit(a.index).alias(SRC_ORDER), F.col(ROW_COL).alias(ROW_ORDER),
         corrupt_record(df).alias(CORRUPT_COL))
@@ -237,8 +242,8 @@ def plan_events(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame
         types = _typed(frames[a.source], a.where, a.timestamp, a.activity,
                        *(o.id for o in a.objects), attrs=a.attributes)
         parts.append(_activity_rows(_filtered(frames[a.source], a.where, a.label, types), a,
-                                    mapping.timezone, types))
-    rows = reduce(DataFrame.unionByName, parts)
+                                    types))
+    rows = _zoned(reduce(DataFrame.unionByName, parts), mapping.timezone, TIMESTAMP)
     objs_json = F.to_json(F.array_sort(F.col("objs")))
     attrs_json = F.coalesce(F.to_json(ATTRIBUTES), F.lit(""))
     reason = _bad_time(F.col("timestamp_raw"), F.col(TIMESTAMP), mapping,
@@ -266,16 +271,16 @@ def plan_changes(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFram
             df = _filtered(frames[c.source], c.where, label, types)
             key = compile_expr(df, c.id, label, "id", types=types).cast("string")
             raw = compile_expr(df, c.timestamp, label, "timestamp", types=types)
-            df, when, problem = _time(df, c.timestamp, label, mapping.timezone,
-                                      c.timestamp_format, types)
             parts.append(df.select(
                 _id_of(t.name, key).alias(OID), key.alias("key"), F.lit(t.name).alias(OTYPE),
-                when.alias("ocel_time"), problem.alias(LOCAL_PROBLEM),
+                *_wall_clock(df, c.timestamp, label, c.timestamp_format, types),
                 raw.cast("string").alias("time_raw"),
                 F.explode(_attr_map(df, c.attributes, label, types)).alias(
                     "ocel_changed_field", "value"),
                 F.lit(label).alias("source"), corrupt_record(df).alias(CORRUPT_COL)))
-    return reduce(DataFrame.unionByName, parts) if parts else None
+    if not parts:
+        return None
+    return _zoned(reduce(DataFrame.unionByName, parts), mapping.timezone, "ocel_time")
 
 
 def plan_o2o(frames: dict[str, DataFrame], mapping: OcelMapping) -> DataFrame | None:
