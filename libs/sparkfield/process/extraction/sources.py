@@ -118,7 +118,7 @@ def java_message(line: str) -> str:
 def expr_types(df: DataFrame, texts: Iterable[str | None]) -> dict[str, T.DataType]:
     """The type of every expression of ``texts`` (None left out) on ``df``, from one analysis
     of them all instead of one each; empty when one of them does not compile on its own or
-    beside the others (an aggregate, a second generator), so that :func:`compile_expr` checks
+    beside the others (an aggregate beside a column), so that :func:`compile_expr` checks
     each in turn and names the one at fault, as without it."""
     unique = list(dict.fromkeys(t for t in texts if t is not None))
     if not unique:
