@@ -43,9 +43,13 @@ def clock_changes(timezone: str) -> bool:
     return not _FIXED_ZONE.fullmatch(timezone.strip())
 
 
-def _wall_clock(col: Column, dtype: T.DataType, fmt: str | None) -> tuple[Column, Column]:
-    """The value as a timestamp, and whether it is a wall-clock time (no offset of its own),
-    which then reads as the same clock time in UTC, the session's zone."""
+def wall_clock_columns(col: Column, dtype: T.DataType, fmt: str | None
+                       ) -> tuple[Column, Column]:
+    """A string, date or timestamp column as a timestamp, and whether that is a wall-clock
+    time (no offset of its own, shown as the same clock time in UTC, the session's zone): the
+    two columns that :func:`zoned_time_columns` reads. Selected on each side of a union of
+    sources with timestamps of different types or formats, they let the union be zoned
+    once."""
     if isinstance(dtype, T.TimestampType):
         return col, F.lit(False)
     if isinstance(dtype, (T.TimestampNTZType, T.DateType)):
@@ -94,7 +98,7 @@ def parse_timestamp(col: Column, dtype: T.DataType, timezone: str, fmt: str | No
     instant guessed for it."""
     if isinstance(dtype, T.TimestampType):
         return col
-    parsed, naive = _wall_clock(col, dtype, fmt)
+    parsed, naive = wall_clock_columns(col, dtype, fmt)
     utc = F.when(_zone_problem(parsed, timezone).isNull(), F.to_utc_timestamp(parsed, timezone))
     return F.when(naive, utc).otherwise(parsed)
 
@@ -106,7 +110,7 @@ def local_time_problem(col: Column, dtype: T.DataType, timezone: str,
     of the autumn change); null for every other value."""
     if isinstance(dtype, T.TimestampType):
         return F.lit(None).cast("string")
-    parsed, naive = _wall_clock(col, dtype, fmt)
+    parsed, naive = wall_clock_columns(col, dtype, fmt)
     return F.when(naive, _zone_problem(parsed, timezone))
 
 
@@ -122,15 +126,6 @@ def with_time_columns(df: DataFrame, col: Column, dtype: T.DataType, timezone: s
     staged = df.withColumns({f"{_STAGED}wall": wall, f"{_STAGED}naive": naive})
     return zoned_time_columns(staged, f"{_STAGED}wall", f"{_STAGED}naive", timezone,
                               timestamp, problem)
-
-
-def wall_clock_columns(col: Column, dtype: T.DataType, fmt: str | None
-                       ) -> tuple[Column, Column]:
-    """A string, date or timestamp column as a timestamp, and whether that is a wall-clock
-    time (no offset of its own, shown as the same clock time in UTC): the two columns that
-    :func:`zoned_time_columns` reads. Selected on each side of a union of sources with
-    timestamps of different types or formats, they let the union be zoned once."""
-    return _wall_clock(col, dtype, fmt)
 
 
 def zoned_time_columns(df: DataFrame, wall: str, naive: str, timezone: str, timestamp: str,

@@ -67,7 +67,7 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
     """Every output of the run, each file from frames already kept or results already
     collected: written side by side (:meth:`~sparkfield.core.report.Stats.side_by_side`)."""
     ev, views, small = c.events, c.views, c.small
-    # the statistics' figures are drawn while the outputs before them are written
+    # the statistics' figures are drawn in the background while the other outputs are written
     pngs = c.statistics.pngs_in_background() if c.statistics is not None else {}
     parts: dict[str, Callable[[], object]] = {}
 
