@@ -85,33 +85,38 @@ def test_bad_deploy_mode_is_rejected(tmp_path):
         submit_spec("coffee_shops", "odd", tmp_path)
 
 
-# -- the JVMs' G1 regions --------------------------------------------------------------------
+# -- the JVMs' collectors -------------------------------------------------------------------
 
 REGIONS = "-XX:G1HeapRegionSize=32m"
+PARALLEL = "-XX:+UseParallelGC"
 
 
 @pytest.mark.parametrize("profile", ["local", "cluster", "yarn", "k8s", "local,quick"])
-def test_every_profile_gives_the_driver_and_executors_large_g1_regions(profile, tmp_path,
-                                                                       monkeypatch):
-    """Arrays under half a region stay ordinary objects (conf/base.yaml says why); the C1 flag
-    of a small input or the quick profile goes beside them, not instead of them."""
+def test_every_profile_gives_its_jvms_their_collector(profile, tmp_path, monkeypatch):
+    """A cluster's driver and executors run G1 with large regions (conf/base.yaml says why);
+    the local profile's one JVM, driver and executors at once, runs the parallel collector
+    (conf/local.yaml). The C1 flag of a small input or the quick profile goes beside them,
+    not instead of them."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.xes").write_bytes(b"x" * 1000)
     spec = submit_spec("process_mining", profile, CONF, python_env=ENV_URI,
                        job_args=["--log", "log.xes"])
-    assert spec.conf["spark.driver.defaultJavaOptions"] == REGIONS
+    local = profile.startswith("local")
+    assert spec.conf["spark.driver.defaultJavaOptions"] == (PARALLEL if local else REGIONS)
     assert spec.conf["spark.executor.defaultJavaOptions"] == REGIONS
-    if profile.startswith("local"):
+    if local:
         assert spec.conf["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
 
 
-def test_the_sessions_jvm_runs_with_those_regions(spark):
-    """The conf reaches the JVM that a session of the library starts (the tests' own)."""
+def test_the_sessions_jvm_runs_the_local_collector(spark):
+    """The conf reaches the JVM that a session of the library starts (the tests' own, on the
+    local profile)."""
     jvm = spark.sparkContext._jvm
     args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert REGIONS in args, args
+    assert PARALLEL in args, args
     beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
-    assert any("G1" in b.getName() for b in beans)
+    names = [b.getName() for b in beans]
+    assert "PS Scavenge" in names and not any("G1" in n for n in names), names
 
 
 # -- a small input: C1 only, no adaptive execution, kept frames as local checkpoints --------
