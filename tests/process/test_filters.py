@@ -167,6 +167,17 @@ def test_case_filters_keep_whole_cases_and_their_rows(small):
     assert _cases(sp.filter_activities_rework(small, "a", 1, **SMALL)) == {"c1", "c2", "c3"}
 
 
+def test_a_performance_bound_equal_to_a_cases_exact_duration_keeps_it(spark):
+    """1072732.48 s from the first event to the last: the bounds compare with that span, not
+    with the difference of two epoch seconds rounded apart (1072732.480000019)."""
+    rows = [("c", "a", "2011-09-30 22:38:44.546", None),
+            ("c", "b", "2011-10-13 08:37:37.026", None),
+            ("d", "a", "2011-09-30 22:38:44.546", None)]
+    log = spark.createDataFrame(rows, SCHEMA)
+    assert _cases(sp.filter_case_performance(log, 1072732.48, 1072732.48, **SMALL)) == {"c"}
+    assert _cases(sp.filter_case_performance(log, 0, 1072732.47, **SMALL)) == {"d"}
+
+
 def test_eventually_follows_needs_the_order_and_two_occurrences_of_a_pair_of_one(small):
     assert _cases(sp.filter_eventually_follows_relation(small, [("b", "a")], **SMALL)) \
         == {"c2"}

@@ -77,3 +77,16 @@ def test_pairs_are_each_cases_consecutive_events_with_the_seconds_between(spark)
     want = sorted((case, a, b, u - t) for case, seq in _sequences().items()
                   for (a, t, _), (b, u, _) in pairwise(seq))
     assert got == want and len(got) == len(EVENTS) - 4  # one pair fewer than events a case
+
+
+def test_case_durations_are_the_exact_spans_nearest_double(spark):
+    """A case from 22:38:44.546 to 08:37:37.026 twelve days later lasts 1072732.48 s, as
+    Python's ``total_seconds()`` says; the difference of the two epoch seconds as doubles
+    would be 1072732.480000019."""
+    start, end = datetime(2011, 9, 30, 22, 38, 44, 546000), datetime(2011, 10, 13, 8, 37, 37, 26000)
+    rows = [("c", "A", start, None, None, None, 0, 0), ("c", "B", end, None, None, None, 0, 1),
+            ("d", "A", start, None, None, None, 0, 2)]
+    seqs = V.case_sequences(spark.createDataFrame(rows, SCHEMA))
+    got = {r["case_id"]: r["duration_s"] for r in V.cases(seqs).collect()}
+    assert got == {"c": (end - start).total_seconds(), "d": 0.0}
+    assert got["c"] == 1072732.48

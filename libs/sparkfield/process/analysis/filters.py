@@ -128,8 +128,10 @@ def _pairs(pairs: Iterable[Sequence[str]]) -> list[tuple[str, str]]:
     return out
 
 
-def _seconds(ts: Column) -> Column:
-    return F.unix_micros(ts) / F.lit(1_000_000.0)
+def _seconds_between(start: Column, end: Column) -> Column:
+    """Seconds from ``start`` to ``end``, the nearest double to the exact span (microseconds
+    subtracted before the division), so a bound equal to a case's duration keeps it."""
+    return (F.unix_micros(end) - F.unix_micros(start)) / F.lit(1_000_000.0)
 
 
 def filter_time_range(df: DataFrame, start: Instant, end: Instant, mode: str = "events",
@@ -209,7 +211,7 @@ def filter_case_performance(df: DataFrame, min_performance: float, max_performan
     [min_performance, max_performance]."""
     ev = _Events(df, case_col, activity_col, timestamp_col, order_col, timezone)
     ts = F.col(_TS)
-    duration = _seconds(F.max(ts).over(ev.whole)) - _seconds(F.min(ts).over(ev.whole))
+    duration = _seconds_between(F.min(ts).over(ev.whole), F.max(ts).over(ev.whole))
     return ev.rows_where(duration.between(float(min_performance), float(max_performance)))
 
 
