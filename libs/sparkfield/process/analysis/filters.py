@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 
 from sparkfield.core.columns import column
 from sparkfield.process.analysis.discover import event_columns, values_present
+from sparkfield.process.analysis.views import seconds_between
 from sparkfield.process.eventlog.events import parse_timestamp, wall_clock_problem
 from sparkfield.process.eventlog.schema import ACTIVITY, CASE, TIMESTAMP
 
@@ -128,12 +129,6 @@ def _pairs(pairs: Iterable[Sequence[str]]) -> list[tuple[str, str]]:
     return out
 
 
-def _seconds_between(start: Column, end: Column) -> Column:
-    """Seconds from ``start`` to ``end``, the nearest double to the exact span (microseconds
-    subtracted before the division), so a bound equal to a case's duration keeps it."""
-    return (F.unix_micros(end) - F.unix_micros(start)) / F.lit(1_000_000.0)
-
-
 def filter_time_range(df: DataFrame, start: Instant, end: Instant, mode: str = "events",
                       case_col: str = CASE, activity_col: str = ACTIVITY,
                       timestamp_col: str = TIMESTAMP, order_col: str | None = None,
@@ -211,7 +206,7 @@ def filter_case_performance(df: DataFrame, min_performance: float, max_performan
     [min_performance, max_performance]."""
     ev = _Events(df, case_col, activity_col, timestamp_col, order_col, timezone)
     ts = F.col(_TS)
-    duration = _seconds_between(F.min(ts).over(ev.whole), F.max(ts).over(ev.whole))
+    duration = seconds_between(F.min(ts).over(ev.whole), F.max(ts).over(ev.whole))
     return ev.rows_where(duration.between(float(min_performance), float(max_performance)))
 
 

@@ -17,10 +17,11 @@ from pyspark.sql import functions as F
 from sparkfield.process.eventlog.schema import ACTIVITY, CASE, ORDER, RESOURCE, TIMESTAMP
 
 
-def _seconds_between(start: Column, end: Column) -> Column:
+def seconds_between(start: Column, end: Column) -> Column:
     """The seconds from ``start`` to ``end``: their microseconds subtracted, then divided, so
     the double is the nearest to the exact span (as Python's ``total_seconds()`` gives it),
-    not the difference of two rounded epoch seconds (1072732.480000019 for 1072732.48)."""
+    not the difference of two rounded epoch seconds (1072732.480000019 for 1072732.48). The
+    case table's durations and the case performance filter both use it."""
     return (F.unix_micros(end) - F.unix_micros(start)) / F.lit(1_000_000.0)
 
 
@@ -43,7 +44,7 @@ def cases(seqs: DataFrame) -> DataFrame:
     start, end = F.element_at("seq", 1)["t"], F.element_at("seq", -1)["t"]
     return seqs.select(
         CASE, start.alias("start"), end.alias("end"),
-        _seconds_between(start, end).alias("duration_s"),
+        seconds_between(start, end).alias("duration_s"),
         F.size("seq").alias("events"), F.to_json(F.col("seq.a")).alias("variant"),
     )
 
