@@ -269,10 +269,17 @@ def write_csv_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
     XES file: the same log gives the same file whatever its partitions."""
     cols = [CASE, ACTIVITY, TIMESTAMP, RESOURCE, LIFECYCLE, ATTRIBUTES]
     attrs = F.when(F.col(ATTRIBUTES).isNotNull(), F.to_json(ATTRIBUTES))
-    out = events.withColumn("_attrs", attrs).orderBy(CASE, *ORDER, "_attrs").select(
-        CASE, ACTIVITY, F.date_format(TIMESTAMP, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(TIMESTAMP),
-        RESOURCE, LIFECYCLE, F.col("_attrs").alias(ATTRIBUTES))
+    # ranges of case ids, each case whole in one part and the parts in case order; the
+    # attributes' JSON is made after the exchange, so the pass that samples the ranges
+    # does not make it for every event too
+    out = (events.repartitionByRange(CASE).withColumn("_attrs", attrs)
+           .sortWithinPartitions(CASE, *ORDER, "_attrs").select(
+               CASE, ACTIVITY,
+               F.date_format(TIMESTAMP, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(TIMESTAMP),
+               RESOURCE, LIFECYCLE, F.col("_attrs").alias(ATTRIBUTES)))
     parts = f"{target}.__parts"
-    (out.write.mode("overwrite").option("compression", "gzip").option("header", "false")
+    # zlib's fastest level: half the compressing time for a file about a third larger
+    (out.write.mode("overwrite").option("compression", "gzip")
+     .option("zlib.compress.level", "BEST_SPEED").option("header", "false")
      .option("escape", '"').csv(parts))
     concat_gzip_parts(spark, parts, target, ",".join(cols) + "\n", "")
