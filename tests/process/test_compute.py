@@ -67,3 +67,21 @@ def test_compute_counts_events_cases_and_rejects_without_a_report(spark):
         "A": 3, "B": 2, "C": 2}
     assert [(x["name"], x["rows"]) for x in s.cached] == [
         ("classified_rows", 10), ("case_sequences", 3), ("cases", 3)]
+
+
+def test_a_log_without_rejects_gives_an_empty_rejects_table_read_from_no_row(spark):
+    d = datetime
+    rows = [_row(0, "c1", "A", d(2020, 1, 1, 9)), _row(1, "c1", "B", d(2020, 1, 1, 10))]
+    classified = classify(spark.createDataFrame(rows, RAW), None, None, dedupe=True)
+    p = PROCESS_MINING.parse({"output": None, "suspect_after": "2030-01-01"})
+    with ExitStack() as stack:
+        c = compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")
+        with_rejects = compute(classify(spark.createDataFrame(
+            [*rows, _row(2, None, "A", d(2020, 1, 1, 11))], RAW), None, None), F.lit("log"),
+            {0: "log"}, p, stack, "inline").rejects
+        assert c.rejects.collect() == []
+        assert c.rejects.schema == with_rejects.schema
+        # counted once already: writing the table scans none of the cached rows
+        plan = c.rejects._jdf.queryExecution().executedPlan().toString()
+        assert "InMemoryTableScan" not in plan and "LocalTableScan" in plan
+        assert "InMemoryTableScan" in with_rejects._jdf.queryExecution().executedPlan().toString()

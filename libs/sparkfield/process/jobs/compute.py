@@ -170,8 +170,11 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     with stats.step("count_variants"):
         stats.counts["variants"] = views.variants.count()
     stats.outputs["events"] = n_events
-    return ProcessComputed(events=ev, views=views, small=small,
-                           rejects=rejects_of(rows, source, fields=REJECT_FIELDS), stats=stats,
+    rejects = rejects_of(rows, source, fields=REJECT_FIELDS)
+    if not any(r[REASON] is not None for r in counts):
+        # none, as counted: the writer writes the schema without reading every row again
+        rejects = rejects.limit(0)
+    return ProcessComputed(events=ev, views=views, small=small, rejects=rejects, stats=stats,
                            statistics=statistics, model=model, conformance=conformance)
 
 
