@@ -27,7 +27,7 @@ from sparkfield.process.eventlog.schema import (
     SRC_ORDER,
     TIMESTAMP,
 )
-from sparkfield.process.eventlog.xes_split import read_xes
+from sparkfield.process.eventlog.xes_split import INSTANT, read_xes
 
 
 def log_format(path: str) -> str:
@@ -59,13 +59,15 @@ def read_log(spark: SparkSession, path: str, cols: Any, timezone: str = "UTC",
     ``csv_multiline=False`` reads a CSV log line by line (splittable, no quoted line breaks)."""
     fmt = log_format(path)
     if fmt == "xes":
-        raw = read_xes(spark, path, one_range=one_range)
+        raw = read_xes(spark, path, one_range=one_range, instants=True)
+        stamp = parse_timestamp(F.col(RAW_TS), T.StringType(), timezone, None)
+        problem = local_time_problem(F.col(RAW_TS), T.StringType(), timezone, None)
+        if INSTANT in raw.columns:  # read in the workers: Spark parses only the other times
+            stamp = F.coalesce(F.col(INSTANT), stamp)
+            problem = F.when(F.col(INSTANT).isNull(), problem)
         return raw.select(
-            CASE, ACTIVITY,
-            parse_timestamp(F.col(RAW_TS), T.StringType(), timezone, None).alias(TIMESTAMP),
-            RESOURCE, LIFECYCLE, ATTRIBUTES, F.lit(0).alias(SRC_ORDER), ROW_ORDER, RAW_TS,
-            local_time_problem(F.col(RAW_TS), T.StringType(), timezone, None)
-            .alias(LOCAL_PROBLEM),
+            CASE, ACTIVITY, stamp.alias(TIMESTAMP), RESOURCE, LIFECYCLE, ATTRIBUTES,
+            F.lit(0).alias(SRC_ORDER), ROW_ORDER, RAW_TS, problem.alias(LOCAL_PROBLEM),
         )
     if fmt == "csv":
         df = read_csv_strings(spark, path, multiLine=str(csv_multiline).lower())

@@ -34,7 +34,6 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -48,9 +47,22 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from sparkfield.core.failures import executor_error
 from sparkfield.core.io import hadoop_fs, read_bytes, require_path
 from sparkfield.core.workers import in_worker
+from sparkfield.process.eventlog.events import RAW_TS
+from sparkfield.process.eventlog.iso_instants import iso_instants
 from sparkfield.process.eventlog.xes import RAW_SCHEMA, XesError, read_xes_on_driver, xes_rows
 from sparkfield.process.eventlog.xes_columns import usual_batch
 from sparkfield.process.eventlog.xes_fast import SLOTS, Events, event_columns, trace_events
+from sparkfield.process.eventlog.xes_records import (
+    RECORD_SCHEMA,
+    Chunk,
+    Columns,
+    Record,
+    arrow_batch,
+    columns_of,
+    holds_markup,
+    record_batches,
+    utf8_bytes,
+)
 
 DELIMITER = "<trace"
 _LOG_OPEN = re.compile(r"<(?:[\w.-]+:)?log(?:\s[^>]*)?>", re.S)
@@ -60,13 +72,10 @@ _UTF8 = {"utf-8", "utf8", "us-ascii", "ascii"}
 # what opens a comment, a CDATA section or a processing instruction, and what closes it
 _MARKUP = re.compile(r"<!--|<!\[CDATA\[|<\?")
 _CLOSERS = {"<!--": "-->", "<![CDATA[": "]]>", "<?": "?>"}
-RECORD_SCHEMA = T.StructType([
-    T.StructField("pos", T.LongType()), T.StructField("line", T.LongType()),
-    T.StructField("block", T.LongType()), T.StructField("text", T.StringType()),
-])
-_RECORD_ARROW = to_arrow_schema(RECORD_SCHEMA)
 _RAW_ARROW = to_arrow_schema(RAW_SCHEMA)
-Record = tuple[int, int, int, str]  # pos, line, block, text
+INSTANT = "timestamp_instant"  # read_xes(instants=True): the instant of a strict ISO time
+_TIMED_SCHEMA = T.StructType([*RAW_SCHEMA.fields, T.StructField(INSTANT, T.TimestampType())])
+_TIMED_ARROW = to_arrow_schema(_TIMED_SCHEMA)
 
 
 class XesRangeError(XesError):
@@ -106,10 +115,15 @@ def open_markup(text: str, closer: str | None = None) -> str | None:
 
 
 def read_xes(spark: SparkSession, path: str, partitions: int | None = None,
-             one_range: bool = False) -> DataFrame:
+             one_range: bool = False, instants: bool = False) -> DataFrame:
     """Raw event rows (strings) of an XES log, parsed by the executors; the same rows as
     :func:`sparkfield.process.eventlog.xes.read_xes_on_driver` (``row_order`` numbers differ, their
     order does not). Logs in another encoding than UTF-8 are read by the driver.
+
+    ``instants``: the rows the executors parse carry :data:`INSTANT`, the instant of each
+    time written in strict ISO-8601 with an offset, read where it is parsed
+    (:func:`~sparkfield.process.eventlog.iso_instants.iso_instants`; null for any other
+    time); the driver's rows have no such column.
 
     An action on the rows of a plain file read in byte ranges raises an
     :class:`XesRangeError` (see :func:`needs_one_range`) when a comment, CDATA section or
@@ -140,21 +154,22 @@ def read_xes(spark: SparkSession, path: str, partitions: int | None = None,
     n_parts = partitions or max(2, spark.sparkContext.defaultParallelism)
     records = text.select(F.col("value").alias("text"),
                           F.input_file_block_start().alias("block"))
-    parse = _parser(path, opening)
+    parse = _parser(path, opening, instants)
+    schema = _TIMED_SCHEMA if instants else RAW_SCHEMA
     if not gzipped and not one_range:  # every range is parsed where it is read
         positions = _positions(path, whole=False)
         return records.mapInArrow(in_worker(lambda batches: parse(positions(batches))),
-                                  RAW_SCHEMA)
+                                  schema)
     if not gzipped:  # the ranges in file order, in one task; lines counted from byte 0
         records = (records.withColumn("i", F.monotonically_increasing_id()).coalesce(1)
                    .sortWithinPartitions("block", "i")
                    .select("text", F.lit(0).cast("long").alias("block")))
     # one range: its traces are dealt out to every executor
     positions = _positions(path, whole=True)
-    return (records.mapInArrow(in_worker(lambda batches: _record_batches(positions(batches))),
+    return (records.mapInArrow(in_worker(lambda batches: record_batches(positions(batches))),
                                RECORD_SCHEMA)
             .repartition(n_parts)
-            .mapInArrow(in_worker(lambda batches: parse(_records(batches))), RAW_SCHEMA))
+            .mapInArrow(in_worker(lambda batches: parse(columns_of(batches))), schema))
 
 
 def _is_gzip(spark: SparkSession, path: str) -> bool:
@@ -172,57 +187,6 @@ def _require_log_end(spark: SparkSession, path: str, tail: int = 4096) -> None:
     data = read_bytes(spark, path, last=tail).decode("utf-8", "replace")
     if not _LOG_CLOSE.search(data):
         raise XesError(f"{path}: the file does not end with </log> (truncated?)")
-
-
-@dataclass
-class Columns:
-    """Trace records of one batch as columns: their text, ``pos`` and block, and the lines
-    they start on (or the first one's: the others are counted when asked for, as only the
-    errors of records read one by one name them). ``log_end``: a record may hold the log's
-    end tag (False where the splitter searched the batch's bytes and found none)."""
-
-    texts: pa.Array
-    pos: np.ndarray
-    lines: np.ndarray | int
-    blocks: np.ndarray
-    log_end: bool = True
-
-    def line_numbers(self) -> np.ndarray:
-        if not isinstance(self.lines, int):
-            return self.lines
-        breaks = pc.count_substring(self.texts, "\n").to_numpy().astype(np.int64)
-        return self.lines + np.cumsum(breaks) - breaks
-
-    def records(self) -> list[Record]:
-        return list(zip(self.pos.tolist(), self.line_numbers().tolist(), self.blocks.tolist(),
-                        self.texts.to_pylist(), strict=True))
-
-    def batch(self) -> pa.RecordBatch:
-        """As a batch of :data:`RECORD_SCHEMA`."""
-        return pa.RecordBatch.from_arrays(
-            [pa.array(self.pos, pa.int64()), pa.array(self.line_numbers(), pa.int64()),
-             pa.array(self.blocks, pa.int64()), self.texts.cast(pa.string())],
-            schema=_RECORD_ARROW)
-
-
-Chunk = list[Record] | Columns
-
-
-def utf8_bytes(texts: pa.Array) -> bytes:
-    """The UTF-8 text of a string array's values, one after the other: one copy, searched
-    at ``memchr`` speed (several times Arrow's substring kernels, which go string by
-    string)."""
-    wide = pa.types.is_large_string(texts.type)
-    offsets = np.frombuffer(texts.buffers()[1], np.int64 if wide else np.int32)
-    first, end = offsets[texts.offset], offsets[texts.offset + len(texts)]
-    data = texts.buffers()[2]
-    return b"" if data is None else memoryview(data)[first:end].tobytes()
-
-
-def _holds_markup(data: bytes) -> bool:
-    """Whether UTF-8 text holds ``<!`` or ``<?`` (a search for the rare second character
-    first, at memchr speed)."""
-    return any(c in data and b"<" + c in data for c in (b"!", b"?"))
 
 
 def _positions(path: str, whole: bool):
@@ -278,7 +242,7 @@ def _positions(path: str, whole: bool):
                 texts = texts.slice(1)
                 out += [done] if done else []
             data = utf8_bytes(texts) if closer is None and len(texts) else None
-            if data is not None and not _holds_markup(data):
+            if data is not None and not holds_markup(data):
                 lengths = pc.utf8_length(texts).to_numpy().astype(np.int64) + len(DELIMITER)
                 columns = Columns(texts, base + pos + np.cumsum(lengths) - lengths, line + 1,
                                   np.full(len(texts), block), log_end=b"</log" in data)
@@ -305,27 +269,6 @@ def _positions(path: str, whole: bool):
     return positions
 
 
-def _record_batches(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
-    """Chunks of records as Arrow batches of :data:`RECORD_SCHEMA`."""
-    for chunk in chunks:
-        if isinstance(chunk, Columns):
-            yield chunk.batch()
-        else:
-            yield _batch(list(zip(*chunk, strict=True)), _RECORD_ARROW)
-
-
-def _batch(columns: list, schema: pa.Schema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
-
-
-def _records(batches: Iterator[pa.RecordBatch]) -> Iterator[Columns]:
-    """Arrow batches of :data:`RECORD_SCHEMA` as columns."""
-    for batch in batches:
-        yield Columns(batch.column("text"), *(batch.column(n).to_numpy().astype(np.int64)
-                                              for n in ("pos", "line", "block")))
-
-
 def _without_log_end(texts: pa.Array) -> pa.Array:
     """The records without the log's end tag (the last record of the file holds it)."""
     if b"</log" not in utf8_bytes(texts):
@@ -335,11 +278,21 @@ def _without_log_end(texts: pa.Array) -> pa.Array:
     return pc.replace_with_mask(texts, holding, pa.array(cut, texts.type))
 
 
-def _parser(path: str, opening: bytes):
+def _parser(path: str, opening: bytes, instants: bool = False):
     """Chunks of records (:class:`Columns` or lists) to Arrow batches of event rows
-    (:data:`RAW_SCHEMA`), one a chunk that holds an event."""
+    (:data:`RAW_SCHEMA`, and :data:`INSTANT` when ``instants``), one a chunk that holds an
+    event."""
 
     def parse(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
+        rows = event_batches(chunks)
+        if not instants:
+            yield from rows
+            return
+        for batch in rows:
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, iso_instants(batch.column(RAW_TS))], schema=_TIMED_ARROW)
+
+    def event_batches(chunks: Iterator[Chunk]) -> Iterator[pa.RecordBatch]:
         for chunk in chunks:
             if isinstance(chunk, Columns):
                 texts = _without_log_end(chunk.texts) if chunk.log_end else chunk.texts
@@ -367,7 +320,7 @@ def _parser(path: str, opening: bytes):
                 orders += range(pos, pos + n)
             if not events:
                 continue
-            yield _batch([cases, *event_columns(events), orders], _RAW_ARROW)
+            yield arrow_batch([cases, *event_columns(events), orders], _RAW_ARROW)
 
     return parse
 
