@@ -31,12 +31,14 @@ def case_sequences(events: DataFrame, resource: bool = False) -> DataFrame:
     events and are then dropped: every view reads the cached sequences, so each byte kept
     in them is read again by each view."""
     extra = [F.col(RESOURCE).alias("r")] if resource else []
-    kept = ["a", "t", *(["r"] if resource else [])]
+    # the activity and the time are ordering keys themselves: each event carries them once
+    key = {c: f"k{i}" for i, c in enumerate(ORDER)}
+    kept = {"a": key[ACTIVITY], "t": key[TIMESTAMP], **({"r": "r"} if resource else {})}
     ordered = F.sort_array(F.collect_list(F.struct(
-        *[F.col(c).alias(f"k{i}") for i, c in enumerate(ORDER)],
-        F.col(ACTIVITY).alias("a"), F.col(TIMESTAMP).alias("t"), *extra)))
-    return events.groupBy(CASE).agg(
-        F.transform(ordered, lambda e: F.struct(*[e[k].alias(k) for k in kept])).alias("seq"))
+        *[F.col(c).alias(k) for c, k in key.items()], *extra)))
+    return events.groupBy(CASE).agg(F.transform(
+        ordered, lambda e: F.struct(*[e[k].alias(name) for name, k in kept.items()]))
+        .alias("seq"))
 
 
 def cases(seqs: DataFrame) -> DataFrame:
