@@ -3,13 +3,16 @@ counts taken case by case in Python."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from itertools import pairwise
 from statistics import median
 
 import pytest
+from pyspark.sql import functions as F
 
 from sparkfield.process.analysis import views as V
 
@@ -90,3 +93,27 @@ def test_case_durations_are_the_exact_spans_nearest_double(spark):
     got = {r["case_id"]: r["duration_s"] for r in V.cases(seqs).collect()}
     assert got == {"c": (end - start).total_seconds(), "d": 0.0}
     assert got["c"] == 1072732.48
+
+
+def test_a_variants_mean_duration_is_the_same_in_any_partitioning(spark):
+    """Durations whose double sum depends on the order they are added in (one long case
+    among many short ones of a variant): the mean is the exact mean of the microseconds,
+    the same for one partition and for many in the other order."""
+    start = datetime(2020, 1, 1)
+    spans = [timedelta(days=3650, microseconds=1)] + \
+        [timedelta(seconds=0.1 * (i % 7), microseconds=i) for i in range(1, 400)]
+    rows = [r for i, d in enumerate(spans) for r in (
+        (f"c{i:03d}", "A", start, None, None, None, 0, 2 * i),
+        (f"c{i:03d}", "B", start + d, None, None, None, 0, 2 * i + 1))]
+    frame = spark.createDataFrame(rows, SCHEMA)
+
+    def mean(df) -> float:
+        [row] = V.variants(V.cases(V.case_sequences(df))).collect()
+        return row["mean_duration_s"]
+
+    one = mean(frame.coalesce(1))
+    many = mean(frame.orderBy(F.desc("case_id")).repartition(13, "case_id"))
+    micros = [d // timedelta(microseconds=1) for d in spans]
+    exact = Fraction(sum(micros), len(micros) * 1_000_000)
+    assert one == many
+    assert abs(Fraction(one) - exact) <= Fraction(math.ulp(float(exact)))

@@ -85,10 +85,16 @@ def dfg(seqs: DataFrame) -> DataFrame:
 
 
 def variants(case_table: DataFrame, total: int | None = None) -> DataFrame:
-    """variant, cases, mean_duration_s, share: ``share`` of ``total`` cases, or (None) of the
-    cases summed over the variants within the query, so that no count runs first."""
-    counted = case_table.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"),
-                                                F.avg("duration_s").alias("mean_duration_s"))
+    """variant, cases, mean_duration_s, share of a per-case table (:func:`cases`: variant,
+    start, end): ``share`` of ``total`` cases, or (None) of the cases summed over the
+    variants within the query, so that no count runs first."""
+    # the spans summed as whole microseconds (exact, in any order): a rerun, or the same
+    # log in other partitions, gives the same means to the last digit
+    span = (F.unix_micros(F.col("end")) - F.unix_micros(F.col("start"))).cast("decimal(38,0)")
+    counted = case_table.groupBy("variant").agg(
+        F.count(F.lit(1)).alias("cases"),
+        ((F.sum(span) / F.count(F.lit(1))).cast("double") / F.lit(1_000_000.0))
+        .alias("mean_duration_s"))
     if total is None:  # the variants are few: one window partition on purpose
         whole = F.sum("cases").over(Window.partitionBy(F.lit(0)))
     else:
