@@ -4,9 +4,10 @@ counts taken case by case in Python."""
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from itertools import pairwise
 from statistics import median
@@ -117,3 +118,25 @@ def test_a_variants_mean_duration_is_the_same_in_any_partitioning(spark):
     exact = Fraction(sum(micros), len(micros) * 1_000_000)
     assert one == many
     assert abs(Fraction(one) - exact) <= Fraction(math.ulp(float(exact)))
+
+
+def test_arc_times_equal_sparks_average_and_median_of_the_decimal_seconds(spark):
+    """Gaps from 0 to 31 years in microseconds, many groups: the means from two long sums
+    are the decimal average's to the last of its 13 places (and the exact mean rounded
+    there), the medians the percentile's of the decimal seconds."""
+    rnd = random.Random(11)
+    rows = [(f"g{rnd.randrange(9)}", rnd.choice([rnd.randrange(10**7), rnd.randrange(10**15),
+                                                 999_999, 1_000_000, 0, 10**6 * rnd.randrange(9)]))
+            for _ in range(6_000)]
+    frame = spark.createDataFrame(rows, "g string, us long").withColumn(
+        "d", F.col("us") / F.lit(1_000_000.0).cast("decimal(8,1)"))
+    got = frame.groupBy("g").agg(*V.arc_times())
+    want = frame.groupBy("g").agg(F.avg("d").alias("mean_s"),
+                                  F.percentile(F.col("d").cast("double"), 0.5).alias("median_s"))
+    assert got.schema == want.schema
+    assert sorted(got.collect()) == sorted(want.collect())
+    for row in got.collect():
+        us = [u for g, u in rows if g == row["g"]]
+        exact = Fraction(sum(us), len(us) * 1_000_000)
+        assert row["mean_s"] == (Decimal(exact.numerator) / Decimal(exact.denominator)).quantize(
+            Decimal("1e-13"), ROUND_HALF_UP)
