@@ -80,13 +80,26 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
             out.write_csv(f"{name}.csv", small[name])  # collected by compute: not again
         out.write_single_csv("variants.csv", views.variants.select("variant", "cases", "share",
                                                                      "mean_duration_s"))
+
+    def write_cases() -> None:
         out.write_single_csv("cases.csv", views.cases.orderBy(CASE).select(
             CASE, F.date_format("start", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("start"),
             F.date_format("end", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("end"),
             "duration_s", "events", "variant"))
 
-    parts["write_events"] = events
+    # the single-file tables first: each ends in one task, which runs beside the tasks of
+    # the outputs written in parts rather than alone after them (their jobs are submitted
+    # in this order)
     parts["write_views"] = write_views
+    parts["write_cases"] = write_cases
+    conformance = c.conformance
+    if conformance is not None:
+        def conformance_files() -> None:
+            out.write_single_csv("conformance/cases.csv", conformance.cases.orderBy(CASE))
+            out.write_csv("conformance/non_fitting_variants.csv", conformance.non_fitting)
+
+        parts["write_conformance"] = conformance_files
+    parts["write_events"] = events
     formats = export_formats(p.exports, log_format(p.log) if getattr(p, "log", None)
                              else None)
     if "csv" in formats:
@@ -113,13 +126,6 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
                     out.write_text("model/model.svg", petri.to_svg(model.net))
 
         parts["write_model"] = model_files
-    conformance = c.conformance
-    if conformance is not None:
-        def conformance_files() -> None:
-            out.write_single_csv("conformance/cases.csv", conformance.cases.orderBy(CASE))
-            out.write_csv("conformance/non_fitting_variants.csv", conformance.non_fitting)
-
-        parts["write_conformance"] = conformance_files
     statistics = c.statistics
     if statistics is not None:
         def statistics_files() -> None:
