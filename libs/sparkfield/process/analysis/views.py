@@ -71,8 +71,8 @@ def pairs(seqs: DataFrame, *keep: str) -> DataFrame:
 def arc_times(us: str = "us") -> list[Column]:
     """mean_s and median_s of the microseconds ``us`` between an arc's two events: the
     numbers ``avg`` and ``percentile`` of the decimal seconds ``d`` give (mean_s the same
-    decimal(34,13), the exact mean to 13 places), from longs and doubles, a fifth faster:
-    whole seconds and the microseconds left summed apart (neither sum overflows before
+    decimal(34,13), the exact mean to 13 places) without a decimal sum per pair: whole
+    seconds and the microseconds left summed apart as longs (neither sum overflows before
     billions of pairs of a century each), divided once per arc in decimals; the median over
     the seconds as doubles (each the nearest double to its exact value, as the decimal's
     cast gives)."""

@@ -278,7 +278,7 @@ def write_csv_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
                F.date_format(TIMESTAMP, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(TIMESTAMP),
                RESOURCE, LIFECYCLE, F.col("_attrs").alias(ATTRIBUTES)))
     parts = f"{target}.__parts"
-    # zlib's fastest level: half the compressing time for a file about a third larger
+    # zlib's fastest level: a gzip write about 1.6x faster, the file about a sixth larger
     (out.write.mode("overwrite").option("compression", "gzip")
      .option("zlib.compress.level", "BEST_SPEED").option("header", "false")
      .option("escape", '"').csv(parts))
