@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from sparkfield.process.eventlog.xes_columns import usual_batch
-from sparkfield.process.eventlog.xes_split import _RAW_ARROW, Columns, _parser, _records
+from sparkfield.process.eventlog.xes_records import Columns, columns_of
+from sparkfield.process.eventlog.xes_split import _RAW_ARROW, _parser
 from tests.process.test_xes_fast import BROKEN, COMMON, CUT, OTHER, TOKENS, _usual_record
 
 USUAL = ('>\n\t<string key="concept:name" value="{case}"/>\n\t<date key="REG" value="x"/>\n'
@@ -118,6 +119,6 @@ def test_columns_of_a_record_batch_give_the_same_records():
     records = [USUAL.format(case=i) for i in range(3)]
     pos = _positions(records)
     cols = Columns(pa.array(records), pos, np.array([1, 20, 40]), np.zeros(3, np.int64))
-    (back,) = list(_records(iter([cols.batch()])))
+    (back,) = list(columns_of(iter([cols.batch()])))
     assert back.records() == cols.records() == [
         (int(p), line, 0, r) for p, line, r in zip(pos, [1, 20, 40], records, strict=True)]
