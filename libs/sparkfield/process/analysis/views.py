@@ -17,12 +17,17 @@ from pyspark.sql import functions as F
 from sparkfield.process.eventlog.schema import ACTIVITY, CASE, ORDER, RESOURCE, TIMESTAMP
 
 
+def micros_between(start: Column, end: Column) -> Column:
+    """The whole microseconds from ``start`` to ``end`` (exact, a long)."""
+    return F.unix_micros(end) - F.unix_micros(start)
+
+
 def seconds_between(start: Column, end: Column) -> Column:
     """The seconds from ``start`` to ``end``: their microseconds subtracted, then divided, so
     the double is the nearest to the exact span (as Python's ``total_seconds()`` gives it),
     not the difference of two rounded epoch seconds (1072732.480000019 for 1072732.48). The
     case table's durations and the case performance filter both use it."""
-    return (F.unix_micros(end) - F.unix_micros(start)) / F.lit(1_000_000.0)
+    return micros_between(start, end) / F.lit(1_000_000.0)
 
 
 def case_sequences(events: DataFrame, resource: bool = False) -> DataFrame:
@@ -64,7 +69,7 @@ def pairs(seqs: DataFrame, *keep: str) -> DataFrame:
     zipped = F.expr(f"arrays_zip(slice(seq.a, 1, {m}), slice(seq.a, 2, {m}), "
                     f"slice(seq.t, 1, {m}), slice(seq.t, 2, {m}))")
     return seqs.select(*keep, F.inline(zipped).alias("source", "target", "t1", "t2")).select(
-        *keep, "source", "target", F.expr("unix_micros(t2) - unix_micros(t1)").alias("us")
+        *keep, "source", "target", micros_between(F.col("t1"), F.col("t2")).alias("us")
     ).withColumn("d", F.col("us") / F.lit(1_000_000.0).cast("decimal(8,1)"))
 
 
@@ -103,7 +108,7 @@ def variants(case_table: DataFrame, total: int | None = None) -> DataFrame:
     variants within the query, so that no count runs first."""
     # the spans summed as whole microseconds (exact, in any order): a rerun, or the same
     # log in other partitions, gives the same means to the last digit
-    span = (F.unix_micros(F.col("end")) - F.unix_micros(F.col("start"))).cast("decimal(38,0)")
+    span = micros_between(F.col("start"), F.col("end")).cast("decimal(38,0)")
     counted = case_table.groupBy("variant").agg(
         F.count(F.lit(1)).alias("cases"),
         ((F.sum(span) / F.count(F.lit(1))).cast("double") / F.lit(1_000_000.0))

@@ -65,19 +65,16 @@ def _layout(data: np.ndarray, start: np.ndarray, n: int, zulu: bool
     zone = 1 if zulu else 6
     digits = n - _HEAD - zone - 1  # after the dot; -1: no fraction
     fraction = number(_HEAD + 1, digits) * 10 ** (6 - digits) if digits > 0 else 0
-    if zulu:
-        offset = np.zeros(len(start), dtype=np.int64)
-    else:
-        sign = np.where(data[start + n - 6] == ord("-"), -1, 1)
-        oh, om = number(n - 5, 2), number(n - 2, 2)
-        offset = sign * (oh * 60 + om)
-        zone_ok = (om < 60) & (oh * 60 + om <= _MAX_OFFSET_MINUTES)
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     last_day = _DAYS_IN_MONTH[np.clip(month, 0, 12)] + ((month == 2) & leap)
     ok = ((year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last_day)
           & (hour < 24) & (minute < 60) & (second < 60))
+    offset = np.zeros(len(start), dtype=np.int64)  # minutes east of UTC
     if not zulu:
-        ok &= zone_ok
+        sign = np.where(data[start + n - 6] == ord("-"), -1, 1)
+        oh, om = number(n - 5, 2), number(n - 2, 2)
+        offset = sign * (oh * 60 + om)
+        ok &= (om < 60) & (oh * 60 + om <= _MAX_OFFSET_MINUTES)
     seconds = (_days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60
                + second - offset * 60)
     return seconds * 1_000_000 + fraction, ok
