@@ -43,6 +43,7 @@ from sparkfield.process.eventlog.schema import (
     ATTRIBUTES,
     CASE,
     LIFECYCLE,
+    ORDER,
     RESOURCE,
     SRC_ORDER,
     TIMESTAMP,
@@ -98,6 +99,8 @@ class ProcessComputed:
     statistics: LogStatistics | None = None  # when the job's ``statistics`` is on
     model: DiscoveredModel | None = None  # when the job's ``model`` is on
     conformance: Conformance | None = None  # when ``conformance`` is on and a model is there
+    # each case's events in one partition of ``events``, in event order (the cache's order)
+    events_in_order: bool = False
 
 
 def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: Any,
@@ -113,6 +116,9 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     # one cache of every row: the events are read from it (not cached again, which would
     # hold the log twice), and only a reject keeps the raw timestamp it is reported with
     kept = classified.withColumn(RAW_TS, F.when(F.col(REASON).isNotNull(), F.col(RAW_TS)))
+    # cached with each case's rows in one partition, in event order: the sequences group
+    # them and the writer writes the events' files from them without a shuffle of their own
+    kept = kept.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
     rows = stack.enter_context(cached(kept, "classified_rows", report=stats))
     with stats.step("validate"):
         counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
@@ -174,8 +180,12 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if not any(r[REASON] is not None for r in counts):
         # none, as counted: the writer writes the schema without reading every row again
         rejects = rejects.limit(0)
+    # the filters may regroup the events, the classifier renames the activities (the last
+    # tie-break of the order): the writer then orders them itself
+    in_order = not calls and p.classifier == "name"
     return ProcessComputed(events=ev, views=views, small=small, rejects=rejects, stats=stats,
-                           statistics=statistics, model=model, conformance=conformance)
+                           statistics=statistics, model=model, conformance=conformance,
+                           events_in_order=in_order)
 
 
 def _require_events(stats: Stats, input_name: str | None) -> None:

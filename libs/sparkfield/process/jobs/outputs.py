@@ -71,9 +71,10 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
     pngs = c.statistics.pngs_in_background() if c.statistics is not None else {}
     parts: dict[str, Callable[[], object]] = {}
 
-    def events() -> None:  # each case's events in event order
-        out.write_parquet("events", ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
-                          .drop(SRC_ORDER))
+    def events() -> None:  # each case's events in one file, in event order
+        ordered = ev if c.events_in_order else \
+            ev.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
+        out.write_parquet("events", ordered.drop(SRC_ORDER))
 
     def write_views() -> None:
         for name in ("dfg", "activities", "start_activities", "end_activities"):

@@ -1,0 +1,111 @@
+"""The events' Parquet files: each case whole in one file, its events in event order, however
+the input's rows were spread; made from the cache's partitions (no shuffle of their own) when
+nothing regroups the events, and ordered by the writer when something does."""
+
+import random
+from contextlib import ExitStack
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from sparkfield.core.conf import load_config
+from sparkfield.process import run_process_mining
+from sparkfield.process.eventlog.events import classify
+from sparkfield.process.jobs.compute import compute
+from sparkfield.process.jobs.params import PROCESS_MINING
+
+from .test_compute import RAW
+
+CASES = 40
+
+
+def _log(tmp_path):
+    """A Parquet log of 40 cases in six files (read as several partitions), its rows in
+    shuffled order, with ties in time broken by file order, and a lifecycle column for the
+    classifier that renames activities."""
+    rnd = random.Random(7)
+    t0 = datetime(2021, 3, 1)
+    rows = []
+    for c in range(CASES):
+        for k in range(rnd.randint(1, 9)):
+            when = t0 + timedelta(hours=c, minutes=rnd.choice([0, 0, 5, 10]) + k // 3)
+            rows.append((f"c{c:02d}", rnd.choice("ABCD"), f"{when:%Y-%m-%dT%H:%M:%S}Z",
+                         rnd.choice(["start", "complete"])))
+    rnd.shuffle(rows)
+    path = tmp_path / "log"
+    path.mkdir()
+    for i in range(6):
+        part = rows[i::6]
+        pq.write_table(pa.table({k: [r[j] for r in part] for j, k in
+                                 enumerate(["case", "act", "ts", "lifecycle"])}),
+                       path / f"part-{i}.parquet")
+    return path, len(rows)
+
+
+def _files(events_dir):
+    """Each Parquet part's rows in file order: (case, timestamp, row_order, activity)."""
+    out = []
+    for f in sorted(events_dir.glob("part-*.parquet")):
+        t = pq.read_table(f).to_pydict()
+        out.append(list(zip(t["case_id"], t["timestamp"], t["row_order"], t["activity"],
+                            strict=True)))
+    return out
+
+
+@pytest.fixture
+def several_partitions(spark):
+    """Shuffles keep their 4 partitions: small data is not merged into one."""
+    key = "spark.sql.adaptive.coalescePartitions.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    yield
+    spark.conf.set(key, before)
+
+
+@pytest.mark.parametrize("job", [
+    {},  # in the cache's order
+    {"classifier": "name+lifecycle"},  # renamed activities: the writer orders them
+    {"filters": [{"name": "filter_variants_top_k", "k": 1000}]},  # filtered: the writer too
+])
+def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_path,
+                                                        several_partitions, job):
+    log, n = _log(tmp_path)
+    out = tmp_path / "out"
+    cfg = load_config("process_mining", "local", repo_root / "conf", {"job": {
+        "log": str(log), "output": str(out), "model": False, "conformance": False,
+        "statistics": False, "exports": "none", "render_map": False,
+        "columns": {"case": "case", "activity": "act", "timestamp": "ts",
+                    "lifecycle": "lifecycle"}, **job}})
+    run_process_mining(spark, cfg)
+    files = _files(out / "events")
+    assert len([f for f in files if f]) > 1  # the test means something only then
+    assert sum(len(f) for f in files) == n
+    seen = [{r[0] for r in f} for f in files]
+    assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])  # whole cases
+    for f in files:
+        assert f == sorted(f)  # by case, then time, then row order (all rows differ there)
+    assert len(set().union(*seen)) == CASES
+
+
+def test_events_in_order_skip_the_writers_shuffle(spark, several_partitions):
+    """The claim behind the flag: a write of the events as computed plans no exchange."""
+    d = datetime(2020, 1, 1)
+    rows = [(f"c{i % 7}", "A", d + timedelta(minutes=i), None, None, None, 0, i,
+             (d + timedelta(minutes=i)).isoformat()) for i in range(50)]
+    classified = classify(spark.createDataFrame(rows, RAW).repartition(3), None, None,
+                          dedupe=False)
+    p = PROCESS_MINING.parse({"output": None, "model": False, "conformance": False,
+                              "statistics": False})
+    with ExitStack() as stack:
+        c = compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")
+        plan = c.events._jdf.queryExecution().executedPlan().toString()
+        parts = c.events.rdd.glom().collect()
+    assert c.events_in_order
+    assert "Exchange" not in plan.split("InMemoryRelation")[0]
+    keys = [[(r["case_id"], r["timestamp"], r["row_order"]) for r in part] for part in parts]
+    assert all(k == sorted(k) for k in keys)
+    cases = [{k[0] for k in part} for part in keys]
+    assert sum(len(s) for s in cases) == 7
