@@ -6,6 +6,7 @@ import random
 from contextlib import ExitStack
 from datetime import datetime, timedelta
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -76,7 +77,7 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
     out = tmp_path / "out"
     cfg = load_config("process_mining", "local", repo_root / "conf", {"job": {
         "log": str(log), "output": str(out), "model": False, "conformance": False,
-        "statistics": False, "exports": "none", "render_map": False,
+        "statistics": False, "exports": "csv", "render_map": False,
         "columns": {"case": "case", "activity": "act", "timestamp": "ts",
                     "lifecycle": "lifecycle"}, **job}})
     run_process_mining(spark, cfg)
@@ -88,6 +89,21 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
     for f in files:
         assert f == sorted(f)  # by case, then time, then row order (all rows differ there)
     assert len(set().union(*seen)) == CASES
+    # the CSV copy: the same events, each case's together in event order (in the files'
+    # case order when written from the cache's partitions, else in case id order)
+    csv = pd.read_csv(out / "event_log.csv.gz", dtype=str, keep_default_na=False)
+    got = list(zip(csv["case_id"], csv["activity"], csv["timestamp"], strict=True))
+    stamp = "%Y-%m-%dT%H:%M:%S.000Z"
+    want = [(r[0], r[3], r[1].strftime(stamp)) for f in files for r in f]
+    order = [r[0] for r in got]
+    cases = list(dict.fromkeys(order))
+    assert len(cases) == CASES and sorted(order) == sorted(r[0] for r in want)
+    by_case = {c: [r for r in want if r[0] == c] for c in cases}
+    assert got == [r for c in cases for r in by_case[c]]  # whole cases, in event order
+    if not job:
+        assert cases == list(dict.fromkeys(r[0] for r in want))  # the files' case order
+    else:
+        assert cases == sorted(cases)
 
 
 def test_events_in_order_skip_the_writers_shuffle(spark, several_partitions):

@@ -262,17 +262,23 @@ def write_xes_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
     concat_gzip_parts(spark, parts, target, XES_HEADER, XES_FOOTER)
 
 
-def write_csv_gz(spark: SparkSession, events: DataFrame, target: str) -> None:
+def write_csv_gz(spark: SparkSession, events: DataFrame, target: str,
+                 in_order: bool = False) -> None:
     """The log as one gzip CSV (case_id, activity, timestamp ISO-8601 UTC, resource,
-    lifecycle, attributes as JSON), events in case and time order. Events alike in all of
-    that order (two rows of a joined view at one time) follow their attributes, as in the
-    XES file: the same log gives the same file whatever its partitions."""
+    lifecycle, attributes as JSON), each case's events together in event order. Events alike
+    in all of that order (two rows of a joined view at one time) follow their attributes, as
+    in the XES file. The cases come in case id order, so the same log gives the same file
+    whatever its partitions; ``in_order``: ``events`` has each case whole in one partition,
+    in event order (as :func:`sparkfield.process.jobs.compute.compute` caches them), and the
+    cases follow its partitions instead, with no shuffle (the same log and number of shuffle
+    partitions give the same file)."""
     cols = [CASE, ACTIVITY, TIMESTAMP, RESOURCE, LIFECYCLE, ATTRIBUTES]
     attrs = F.when(F.col(ATTRIBUTES).isNotNull(), F.to_json(ATTRIBUTES))
     # ranges of case ids, each case whole in one part and the parts in case order; the
     # attributes' JSON is made after the exchange, so the pass that samples the ranges
     # does not make it for every event too
-    out = (events.repartitionByRange(CASE).withColumn("_attrs", attrs)
+    grouped = events if in_order else events.repartitionByRange(CASE)
+    out = (grouped.withColumn("_attrs", attrs)
            .sortWithinPartitions(CASE, *ORDER, "_attrs").select(
                CASE, ACTIVITY,
                F.date_format(TIMESTAMP, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias(TIMESTAMP),

@@ -104,7 +104,8 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
     formats = export_formats(p.exports, log_format(p.log) if getattr(p, "log", None)
                              else None)
     if "csv" in formats:
-        parts["write_csv_log"] = lambda: xes.write_csv_gz(spark, ev, out.path("event_log.csv.gz"))
+        parts["write_csv_log"] = lambda: xes.write_csv_gz(
+            spark, ev, out.path("event_log.csv.gz"), in_order=c.events_in_order)
     if "xes" in formats:
         parts["write_xes"] = lambda: xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
 
