@@ -274,7 +274,7 @@ def write_csv_gz(spark: SparkSession, events: DataFrame, target: str,
     partitions give the same file)."""
     cols = [CASE, ACTIVITY, TIMESTAMP, RESOURCE, LIFECYCLE, ATTRIBUTES]
     attrs = F.when(F.col(ATTRIBUTES).isNotNull(), F.to_json(ATTRIBUTES))
-    # ranges of case ids, each case whole in one part and the parts in case order; the
+    # else ranges of case ids, each case whole in one part and the parts in case order; the
     # attributes' JSON is made after the exchange, so the pass that samples the ranges
     # does not make it for every event too
     grouped = events if in_order else events.repartitionByRange(CASE)
