@@ -125,3 +125,29 @@ def test_events_in_order_skip_the_writers_shuffle(spark, several_partitions):
     assert all(k == sorted(k) for k in keys)
     cases = [{k[0] for k in part} for part in keys]
     assert sum(len(s) for s in cases) == 7
+
+
+def test_sequences_of_grouped_events_are_aggregated_in_order(spark, several_partitions):
+    """Each case's sequence made one case after another from the cache's order (no hash map
+    of the cases, no sort of its own), the same as the events sorted by hand; the session's
+    setting is as it was after."""
+    key = "spark.sql.execution.useObjectHashAggregateExec"
+    before = spark.conf.get(key)
+    d = datetime(2020, 1, 1)
+    rnd = random.Random(3)
+    rows = [(f"c{rnd.randrange(300)}", rnd.choice("ABC"), d + timedelta(minutes=rnd.randrange(99)),
+             None, None, None, 0, i, "x") for i in range(3000)]
+    classified = classify(spark.createDataFrame(rows, RAW).repartition(5), None, None,
+                          dedupe=False)
+    p = PROCESS_MINING.parse({"output": None, "model": False, "conformance": False,
+                              "statistics": False})
+    with ExitStack() as stack:
+        c = compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")
+        plan = c.views.cases._jdf.queryExecution().executedPlan().toString()
+        got = {r["case_id"]: r["variant"] for r in c.views.cases.collect()}
+    assert "SortAggregate" in plan and "ObjectHashAggregate" not in plan
+    want: dict[str, list] = {}
+    for r in sorted(rows, key=lambda r: (r[0], r[2], r[7])):
+        want.setdefault(r[0], []).append(r[1])
+    assert got == {k: "[" + ",".join(f'"{a}"' for a in v) + "]" for k, v in want.items()}
+    assert spark.conf.get(key) == before

@@ -5,14 +5,14 @@ what was counted. Writes nothing; shared by both jobs and by :mod:`.frames`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from contextlib import ExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sparkfield.core.errors import InputError
@@ -131,9 +131,13 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if calls:
         ev = apply_filters(ev, calls, stats, stack, timezone)
         n_events = stats.counts["filters"][-1]["events_kept"]
+    # the filters may regroup the events, the classifier renames the activities (the last
+    # tie-break of the order): the writer then orders them itself
+    in_order = not calls and p.classifier == "name"
     # the statistics' resource tables come from the sequences too: they carry the resource
-    seqs, n_cases = stack.enter_context(cached_rows(
-        case_sequences(ev, resource=bool(p.statistics)), "case_sequences", report=stats))
+    with _aggregating_in_order(ev.sparkSession, not calls):
+        seqs, n_cases = stack.enter_context(cached_rows(
+            case_sequences(ev, resource=bool(p.statistics)), "case_sequences", report=stats))
     with stats.step("views"):
         views = compute_views(ev, seqs, n_cases)
         counted = tallies(seqs).toPandas()  # every small table in one job
@@ -180,12 +184,33 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if not any(r[REASON] is not None for r in counts):
         # none, as counted: the writer writes the schema without reading every row again
         rejects = rejects.limit(0)
-    # the filters may regroup the events, the classifier renames the activities (the last
-    # tie-break of the order): the writer then orders them itself
-    in_order = not calls and p.classifier == "name"
     return ProcessComputed(events=ev, views=views, small=small, rejects=rejects, stats=stats,
                            statistics=statistics, model=model, conformance=conformance,
                            events_in_order=in_order)
+
+
+_OBJECT_HASH_AGG = "spark.sql.execution.useObjectHashAggregateExec"
+
+
+@contextmanager
+def _aggregating_in_order(spark: SparkSession, grouped: bool) -> Iterator[None]:
+    """While the block plans (and fills) a cache of per-case aggregates of events that are
+    ``grouped`` (each case whole in one partition, sorted by case: :func:`compute`'s cache),
+    Spark aggregates them in their order, one case after another, rather than in a hash map
+    of the cases, which past 128 cases in a task sorts its input all the same (bpic2012 x8's
+    sequences: 1.6 s against 2.4-2.7 s). The session's setting is given back after."""
+    if not grouped:
+        yield
+        return
+    before = spark.conf.get(_OBJECT_HASH_AGG, None)
+    spark.conf.set(_OBJECT_HASH_AGG, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_OBJECT_HASH_AGG)
+        else:
+            spark.conf.set(_OBJECT_HASH_AGG, before)
 
 
 def _require_events(stats: Stats, input_name: str | None) -> None:
