@@ -1,7 +1,7 @@
 """Keeping frames that several plans read: cached (the default) or as local checkpoints, as
 the session's ``spark.sparkfield.keep`` says."""
 
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import pytest
 from chispa import assert_df_equality
@@ -11,23 +11,12 @@ from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.keep import CACHE, KEEP_CONF, LOCAL_CHECKPOINT, Keeper, keep_mode
 from sparkfield.core.practices import cached_storage_bytes, release_local_checkpoint
+from sparkfield.core.session import session_setting
 
 
-@contextmanager
 def keep_conf(spark, value):
     """The session's keep mode set to ``value`` for the block (None: unset)."""
-    before = spark.conf.get(KEEP_CONF, None)
-    if value is None:
-        spark.conf.unset(KEEP_CONF)
-    else:
-        spark.conf.set(KEEP_CONF, value)
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(KEEP_CONF)
-        else:
-            spark.conf.set(KEEP_CONF, before)
+    return session_setting(spark, KEEP_CONF, value)
 
 
 def _frame(spark):

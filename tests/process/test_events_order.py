@@ -1,8 +1,11 @@
-"""The events' Parquet files: each case whole in one file, its events in event order, however
-the input's rows were spread; made from the cache's partitions (no shuffle of their own) when
-nothing regroups the events, and ordered by the writer when something does."""
+"""The events' Parquet files and the CSV and XES copies: each case whole in one file, its
+events in event order, however the input's rows were spread; made from the cache's
+partitions (no shuffle of their own) when nothing regroups the events, and ordered by the
+writer when something does."""
 
+import gzip
 import random
+import re
 from contextlib import ExitStack
 from datetime import datetime, timedelta
 
@@ -77,7 +80,7 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
     out = tmp_path / "out"
     cfg = load_config("process_mining", "local", repo_root / "conf", {"job": {
         "log": str(log), "output": str(out), "model": False, "conformance": False,
-        "statistics": False, "exports": "csv", "render_map": False,
+        "statistics": False, "exports": "both", "render_map": False,
         "columns": {"case": "case", "activity": "act", "timestamp": "ts",
                     "lifecycle": "lifecycle"}, **job}})
     run_process_mining(spark, cfg)
@@ -104,6 +107,24 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
         assert cases == list(dict.fromkeys(r[0] for r in want))  # the files' case order
     else:
         assert cases == sorted(cases)
+    # the XES copy: its traces in the CSV's case order, each trace's events in event order
+    text = gzip.decompress((out / "event_log.xes.gz").read_bytes()).decode()
+    traces = re.findall(r'<trace><string key="concept:name" value="([^"]*)"/>(.*?)</trace>',
+                        text)
+    assert [name for name, _ in traces] == cases
+    for name, body in traces:
+        acts = re.findall(r'<event><string key="concept:name" value="([^"]*)"/>', body)
+        assert acts == [r[1] for r in by_case[name]]
+
+
+def _computed(spark, rows, partitions, stack):
+    """:func:`compute` on inline rows spread over ``partitions`` (no model, conformance or
+    statistics)."""
+    classified = classify(spark.createDataFrame(rows, RAW).repartition(partitions), None, None,
+                          dedupe=False)
+    p = PROCESS_MINING.parse({"output": None, "model": False, "conformance": False,
+                              "statistics": False})
+    return compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")
 
 
 def test_events_in_order_skip_the_writers_shuffle(spark, several_partitions):
@@ -111,12 +132,8 @@ def test_events_in_order_skip_the_writers_shuffle(spark, several_partitions):
     d = datetime(2020, 1, 1)
     rows = [(f"c{i % 7}", "A", d + timedelta(minutes=i), None, None, None, 0, i,
              (d + timedelta(minutes=i)).isoformat()) for i in range(50)]
-    classified = classify(spark.createDataFrame(rows, RAW).repartition(3), None, None,
-                          dedupe=False)
-    p = PROCESS_MINING.parse({"output": None, "model": False, "conformance": False,
-                              "statistics": False})
     with ExitStack() as stack:
-        c = compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")
+        c = _computed(spark, rows, 3, stack)
         plan = c.events._jdf.queryExecution().executedPlan().toString()
         parts = c.events.rdd.glom().collect()
     assert c.events_in_order
@@ -137,12 +154,8 @@ def test_sequences_of_grouped_events_are_aggregated_in_order(spark, several_part
     rnd = random.Random(3)
     rows = [(f"c{rnd.randrange(300)}", rnd.choice("ABC"), d + timedelta(minutes=rnd.randrange(99)),
              None, None, None, 0, i, "x") for i in range(3000)]
-    classified = classify(spark.createDataFrame(rows, RAW).repartition(5), None, None,
-                          dedupe=False)
-    p = PROCESS_MINING.parse({"output": None, "model": False, "conformance": False,
-                              "statistics": False})
     with ExitStack() as stack:
-        c = compute(classified, F.lit("log"), {0: "log"}, p, stack, "inline")
+        c = _computed(spark, rows, 5, stack)
         plan = c.views.cases._jdf.queryExecution().executedPlan().toString()
         got = {r["case_id"]: r["variant"] for r in c.views.cases.collect()}
     assert "SortAggregate" in plan and "ObjectHashAggregate" not in plan

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
@@ -91,3 +93,21 @@ def _submitted_conf() -> SparkConf:
         return SparkConf(loadDefaults=False)
     SparkContext._ensure_initialized()
     return SparkConf()
+
+
+@contextmanager
+def session_setting(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
+    """The session's ``key`` set to ``value`` (None: unset) for the block, then given back as
+    it was (unset again when it was unset)."""
+    before = spark.conf.get(key, None)
+    if value is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)

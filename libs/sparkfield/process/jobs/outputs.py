@@ -107,7 +107,8 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
         parts["write_csv_log"] = lambda: xes.write_csv_gz(
             spark, ev, out.path("event_log.csv.gz"), in_order=c.events_in_order)
     if "xes" in formats:
-        parts["write_xes"] = lambda: xes.write_xes_gz(spark, ev, out.path("event_log.xes.gz"))
+        parts["write_xes"] = lambda: xes.write_xes_gz(
+            spark, ev, out.path("event_log.xes.gz"), in_order=c.events_in_order)
 
     def process_map_files() -> None:
         dot = process_map.to_dot(small["dfg"], small["activities"], small["start_activities"],
