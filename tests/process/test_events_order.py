@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from sparkfield.core.conf import load_config
+from sparkfield.core.session import session_setting
 from sparkfield.process import run_process_mining
 from sparkfield.process.eventlog.events import classify
 from sparkfield.process.jobs.compute import compute
@@ -62,11 +63,8 @@ def _files(events_dir):
 @pytest.fixture
 def several_partitions(spark):
     """Shuffles keep their 4 partitions: small data is not merged into one."""
-    key = "spark.sql.adaptive.coalescePartitions.enabled"
-    before = spark.conf.get(key)
-    spark.conf.set(key, "false")
-    yield
-    spark.conf.set(key, before)
+    with session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"):
+        yield
 
 
 @pytest.mark.parametrize("job", [
