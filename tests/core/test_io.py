@@ -59,3 +59,37 @@ def test_csv_rows_that_do_not_parse_are_kept_as_corrupt(spark, tmp_path):
     assert_df_equality(rej, expected, ignore_row_order=True, ignore_nullable=True)
     assert json.loads(rejects_of(
         df.withColumn("reject_reason", F.lit("x")), "t").first()["record"]) == {"a": "1", "b": "2"}
+
+
+def _spark_single_csv(df, folder) -> bytes:
+    """Oracle: the file Spark writes from one partition (the rows in the same order)."""
+    df.coalesce(1).write.option("header", "true").option("escape", '"').csv(str(folder))
+    (part,) = folder.glob("part-*")
+    return part.read_bytes()
+
+
+@pytest.mark.parametrize("partitions", [1, 7, 23])
+def test_a_single_csv_from_parts_written_side_by_side_is_sparks_own_file(spark, tmp_path,
+                                                                          partitions):
+    names = ["case id", 'say "hi"', "a,b", "n"]
+    rows = [(f"c{i:03d}", None if i % 5 == 0 else f'v "{i}",\nnext', f" x{i} " if i % 2
+             else "", None if i % 7 == 0 else i) for i in range(60)]
+    df = spark.createDataFrame(rows, ", ".join(f"`{n}` {t}" for n, t in zip(
+        names, ["string", "string", "string", "int"], strict=True)))
+    ordered = df.repartitionByRange(partitions, "case id").sortWithinPartitions("case id")
+    # some partitions empty: fewer rows than partitions in a range
+    with AtomicOutput(spark, str(tmp_path / "out")) as out:
+        out.write_single_csv("t.csv", ordered)
+        out.write_single_csv("empty.csv", ordered.limit(0))
+    got = (tmp_path / "out" / "t.csv").read_bytes()
+    assert got == _spark_single_csv(ordered, tmp_path / "oracle")
+    assert got.startswith(b'case id,"say ""hi""","a,b",n\n')
+    assert (tmp_path / "out" / "empty.csv").read_bytes() == b'case id,"say ""hi""","a,b",n\n'
+    assert not list((tmp_path / "out").glob("*.__parts"))
+
+
+def test_parts_join_in_partition_order_past_five_digits():
+    from sparkfield.core.io import _part_number
+    names = ["part-100000-x-c000.csv", "part-99999-x-c000.csv", "part-00002-x-c000.csv"]
+    got = sorted(((n, 1) for n in names), key=_part_number)
+    assert [n for n, _ in got] == [names[2], names[1], names[0]]

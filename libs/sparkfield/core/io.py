@@ -8,6 +8,7 @@ same code writes to local disk, HDFS or an object store.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -47,8 +48,8 @@ def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -
     ``skip`` bytes of the first file that has any; the folder is then deleted."""
     jvm = spark.sparkContext._jvm
     fs, jparts = hadoop_fs(spark, parts_dir)
-    parts = sorted((s.getPath().getName(), s.getLen()) for s in fs.listStatus(jparts)
-                   if s.getPath().getName().startswith("part-"))
+    parts = sorted(((s.getPath().getName(), s.getLen()) for s in fs.listStatus(jparts)
+                    if s.getPath().getName().startswith("part-")), key=_part_number)
     for name, size in parts:
         if not size:
             continue
@@ -61,6 +62,20 @@ def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -
         finally:
             stream.close()
     fs.delete(jparts, True)
+
+
+def _part_number(part: tuple[str, int]) -> tuple[int, str]:
+    """A part file's partition (``part-00012-...``): past 99,999 partitions the names no
+    longer sort in their order."""
+    number = part[0][len("part-"):].split("-", 1)[0].split(".", 1)[0]
+    return (int(number) if number.isdigit() else -1), part[0]
+
+
+def csv_header_line(columns: Sequence[str]) -> str:
+    """The header line Spark's CSV writer gives ``columns`` (quoted where a name needs it)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(columns)
+    return buf.getvalue()
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:
@@ -318,21 +333,18 @@ class AtomicOutput:
 
     def write_single_csv(self, name: str, df: DataFrame) -> str:
         """A DataFrame (already in its final order) as one CSV file with a header, written by
-        the executors: fine for tables too big to collect."""
+        the executors: fine for tables too big to collect. Each partition is written as a
+        part by its own task, side by side, and the parts are joined in partition order (the
+        rows' order, as one task reading the partitions in turn would write them)."""
         parts = f"{self.staging}/{name}.__parts"
-        df.coalesce(1).write.mode("overwrite").option("header", "true").option(
-            "escape", '"').csv(parts)
-        fs, jparts = hadoop_fs(self.spark, parts)
-        files = [st.getPath() for st in fs.listStatus(jparts)
-                 if st.getPath().getName().startswith("part-")]
-        _, target = hadoop_fs(self.spark, self.path(name))
-        if files and fs.getFileStatus(files[0]).getLen() > 0:
-            fs.rename(files[0], target)
-            fs.delete(jparts, True)
-        else:  # no rows: Spark wrote no header
-            fs.delete(jparts, True)
-            self.files.remove(name)  # not pop(): other outputs may be written meanwhile
-            self.write_text(name, ",".join(df.columns) + "\n")
+        df.write.mode("overwrite").option("header", "false").option("escape", '"').csv(parts)
+        fs, target = hadoop_fs(self.spark, self.path(name))
+        out = fs.create(target, True)
+        try:
+            out.write(bytearray(csv_header_line(df.columns).encode("utf-8")))
+            append_parts(self.spark, parts, out)
+        finally:
+            out.close()
         return f"{self.final}/{name}"
 
     def _checksums_back(self) -> None:

@@ -88,9 +88,8 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
             F.date_format("end", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("end"),
             "duration_s", "events", "variant"))
 
-    # the single-file tables first: each ends in one task, which runs beside the tasks of
-    # the outputs written in parts rather than alone after them (their jobs are submitted
-    # in this order)
+    # the per-case tables' jobs submitted first (jobs are submitted in this order): each
+    # samples its case ranges before its tasks start
     parts["write_views"] = write_views
     parts["write_cases"] = write_cases
     conformance = c.conformance
