@@ -66,9 +66,13 @@ def pairs(seqs: DataFrame, *keep: str) -> DataFrame:
     indices: Spark runs lambda functions (``transform``, ``filter``) outside its generated
     code, which made this 1.5x slower."""
     m = _PAIRS_OF
-    zipped = F.expr(f"arrays_zip(slice(seq.a, 1, {m}), slice(seq.a, 2, {m}), "
-                    f"slice(seq.t, 1, {m}), slice(seq.t, 2, {m}))")
-    return seqs.select(*keep, F.inline(zipped).alias("source", "target", "t1", "t2")).select(
+    zipped = F.expr(f"arrays_zip(slice(_a, 1, {m}), slice(_a, 2, {m}), "
+                    f"slice(_t, 1, {m}), slice(_t, 2, {m}))")
+    # the activities' and times' arrays taken out of the sequence once, in a projection of
+    # their own: Spark evaluates the generator's input expression as written, each
+    # ``seq.a`` a new array
+    fields = seqs.select(*keep, "seq", F.col("seq.a").alias("_a"), F.col("seq.t").alias("_t"))
+    return fields.select(*keep, F.inline(zipped).alias("source", "target", "t1", "t2")).select(
         *keep, "source", "target", micros_between(F.col("t1"), F.col("t2")).alias("us")
     ).withColumn("d", F.col("us") / F.lit(1_000_000.0).cast("decimal(8,1)"))
 
@@ -186,20 +190,23 @@ def tallies(seqs: DataFrame) -> DataFrame:
         y = ys if ys is not None else f"array_repeat({no_r}, {n})"
         return f"CAST(arrays_zip(array_repeat({kind}, {n}), {xs}, {y}) AS {_ROW})"
 
-    acts = "array_distinct(seq.a)"
+    # each array the rows are made of computed once, in a projection before the generator
+    # (which evaluates its input as written: every ``seq.a`` or ``array_distinct`` anew)
+    arrays = {"_a": "seq.a", "_da": "array_distinct(seq.a)",
+              **({"_r": "seq.r", "_dr": "array_distinct(seq.r)"} if has_r else {})}
     parts = [
-        rows(_EVENT, "seq.r" if has_r else f"array_repeat({no_r}, size(seq))", "seq.a",
-             "size(seq)"),
-        f"CAST(array(named_struct('kind', {_ENDS}, 'x', seq[0].a, 'y', element_at(seq, -1).a))"
+        rows(_EVENT, "_r" if has_r else f"array_repeat({no_r}, size(seq))", "_a", "size(seq)"),
+        f"CAST(array(named_struct('kind', {_ENDS}, 'x', _a[0], 'y', element_at(_a, -1)))"
         f" AS {_ROW})",
-        rows(_CASE_ACTIVITY, acts, None, f"size({acts})"),
+        rows(_CASE_ACTIVITY, "_da", None, "size(_da)"),
     ]
     if has_r:
-        m, named = _PAIRS_OF, "array_distinct(seq.r)"
-        parts += [rows(_HANDOVER, f"slice(seq.r, 1, {m})", f"slice(seq.r, 2, {m})", m),
-                  rows(_CASE_RESOURCE, named, None, f"size({named})")]
+        m = _PAIRS_OF
+        parts += [rows(_HANDOVER, f"slice(_r, 1, {m})", f"slice(_r, 2, {m})", m),
+                  rows(_CASE_RESOURCE, "_dr", None, "size(_dr)")]
+    fields = seqs.select("seq", *[F.expr(e).alias(n) for n, e in arrays.items()])
     # a handover is between two named resources; a case's resources are the named ones
-    rest = seqs.select(F.explode(F.expr(f"concat({', '.join(parts)})")).alias("c")).where(
+    rest = fields.select(F.explode(F.expr(f"concat({', '.join(parts)})")).alias("c")).where(
         f"NOT (c.kind = {_HANDOVER} AND (c.x IS NULL OR c.y IS NULL)) "
         f"AND NOT (c.kind = {_CASE_RESOURCE} AND c.x IS NULL)")
     # the arcs' times in their own aggregation: a median keeps every value of its group and
