@@ -77,6 +77,10 @@ def _events(df: DataFrame, case_col: str, activity_col: str, timestamp_col: str,
 
 # -- periods --------------------------------------------------------------------------------
 
+# zones whose wall clock is UTC's: no conversion (Spark's goes through java.time per row)
+_UTC = ("UTC", "Etc/UTC")
+
+
 def _floor_div(value: Column, step: int) -> Column:
     """``value // step`` in whole numbers (exact: no detour through a rounded quotient)."""
     return ((value - F.pmod(value, F.lit(step))) / F.lit(step)).cast("long")
@@ -85,7 +89,7 @@ def _floor_div(value: Column, step: int) -> Column:
 def _period_index(ts: Column, freq: str, timezone: str) -> Column:
     """The period holding ``ts`` as a whole number counted from 1970 (hours, days, weeks or
     months of wall-clock time in ``timezone``); consecutive periods have consecutive numbers."""
-    wall = F.unix_micros(F.from_utc_timestamp(ts, timezone))
+    wall = F.unix_micros(ts if timezone in _UTC else F.from_utc_timestamp(ts, timezone))
     if freq == "hour":
         return _floor_div(wall, _US_HOUR)
     day = _floor_div(wall, _US_DAY)
@@ -109,7 +113,8 @@ def _period_start(index: Column, freq: str, timezone: str) -> Column:
         year = _floor_div(index, 12).cast("int")
         month = (F.pmod(index, F.lit(12)) + 1).cast("int")
         wall = F.unix_date(F.make_date(year, month, F.lit(1))).cast("long") * F.lit(_US_DAY)
-    return F.to_utc_timestamp(F.timestamp_micros(wall), timezone)
+    start = F.timestamp_micros(wall)
+    return start if timezone in _UTC else F.to_utc_timestamp(start, timezone)
 
 
 def _check_freq(freq: str) -> None:
@@ -136,9 +141,16 @@ def events_over_time(df: DataFrame, freq: str = "day", case_col: str = CASE,
                  checked=checked)
     per = ev.select(_period_index(F.col(TIMESTAMP), freq, timezone).alias(_IDX))
     counts = per.groupBy(_IDX).agg(F.count(F.lit(1)).alias("events"))
-    return (_spine(per, _IDX, _IDX).join(counts, on=_IDX, how="left")
+    # the periods' counts in one row with their bounds, and the spine made from that row:
+    # one pass over the events (a spine from the events' bounds is a second pass; Spark
+    # takes a minimum over the counts from the events themselves)
+    packed = counts.agg(F.min(_IDX).alias("lo"), F.max(_IDX).alias("hi"), F.map_from_entries(
+        F.collect_list(F.struct(_IDX, "events"))).alias("counts"))
+    return (packed.where(F.col("lo").isNotNull())
+            .select(F.explode(F.sequence("lo", "hi")).alias(_IDX), "counts")
             .select(_period_start(F.col(_IDX), freq, timezone).alias("period_start"),
-                    F.coalesce(F.col("events"), F.lit(0)).cast("long").alias("events"))
+                    F.coalesce(F.element_at("counts", F.col(_IDX)), F.lit(0)).cast("long")
+                    .alias("events"))
             .orderBy("period_start"))
 
 
