@@ -225,6 +225,19 @@ def classify(df: DataFrame, min_ts: str | None, max_ts: str | None,
     return out.withColumn(REASON, F.when(dup, "duplicate event").otherwise(F.col(REASON)))
 
 
+def date_tallies(before: str, after: str) -> list[Column]:
+    """Aggregates of the good rows' dates (no ``reject_reason``) for a pass that reads every
+    row anyway (the job's validation): ``odd``, how many are dated outside ``before`` ..
+    ``after`` (:func:`suspicious_timestamps` says which), and ``lo`` and ``hi``, the earliest
+    and latest date within it."""
+    ts = F.col(TIMESTAMP)
+    good = F.col(REASON).isNull()
+    within = ts.between(F.lit(before).cast("timestamp"), F.lit(after).cast("timestamp"))
+    return [F.count_if(good & ~within).alias("odd"),
+            F.min(F.when(good & within, ts)).alias("lo"),
+            F.max(F.when(good & within, ts)).alias("hi")]
+
+
 def suspicious_timestamps(events: DataFrame, before: str, after: str,
                           examples: int = 5) -> dict:
     """Events dated before ``before`` or after ``after`` (kept, but likely mistyped): how

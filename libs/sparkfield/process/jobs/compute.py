@@ -35,6 +35,7 @@ from sparkfield.process.eventlog.events import (
     RAW_TS,
     REASON,
     classify,
+    date_tallies,
     good_events,
     suspicious_timestamps,
     with_classifier,
@@ -121,14 +122,22 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     # them and the writer writes the events' files from them without a shuffle of their own
     kept = kept.repartition(CASE).sortWithinPartitions(CASE, *ORDER)
     rows = stack.enter_context(cached(kept, "classified_rows", report=stats))
-    with stats.step("validate"):
-        counts = rows.groupBy(SRC_ORDER, REASON).count().collect()
+    dated = plausible_dates(p)
+    with stats.step("validate"):  # with the events' dates: no pass of their own
+        counts = rows.groupBy(SRC_ORDER, REASON).agg(
+            F.count(F.lit(1)).alias("count"), *date_tallies(*dated)).collect()
     _account(stats, counts, labels)
     _require_events(stats, input_name)
     ev = with_classifier(good_events(rows), p.classifier)
     n_events = sum(r["count"] for r in counts if r[REASON] is None)
-    _report_suspicious(stats, ev, p)  # of every good event, before the filters
+    odd = sum(r["odd"] for r in counts)
+    _report_suspicious(stats, ev, dated, odd)  # of every good event, before the filters
     calls = [*log_filters, *plan_filters(p.filters)]
+    # what the statistics' periods span, when they count these events (no filter ran)
+    within = [r for r in counts if r["lo"] is not None]
+    span = None if calls else {
+        "all": n_events, "n": n_events - odd, "lo": min((r["lo"] for r in within), default=None),
+        "hi": max((r["hi"] for r in within), default=None)}
     if calls:
         ev = apply_filters(ev, calls, stats, stack, timezone)
         n_events = stats.counts["filters"][-1]["events_kept"]
@@ -173,8 +182,7 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     if p.statistics:
         with stats.step("statistics"):
             statistics, notes = log_statistics(ev, views.cases, p.statistics_period,
-                                               plausible_dates(p), timezone,
-                                               resource_tables(counted))
+                                               dated, timezone, resource_tables(counted), span)
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases
@@ -225,9 +233,14 @@ def plausible_dates(p: Any) -> tuple[str, str]:
             dates.suspect_after or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S"))
 
 
-def _report_suspicious(stats: Stats, events: DataFrame, p: Any) -> None:
-    """Events with implausible dates are kept (as pm4py and Disco keep them) and reported."""
-    before, after = plausible_dates(p)
+def _report_suspicious(stats: Stats, events: DataFrame, dated: tuple[str, str],
+                       n: int) -> None:
+    """Events with implausible dates (``n`` of them, dated outside ``dated``) are kept (as
+    pm4py and Disco keep them) and reported; only when there are any are they looked up."""
+    before, after = dated
+    if not n:
+        stats.counts["suspicious_timestamps"] = {"events": 0}
+        return
     with stats.step("suspicious_timestamps"):
         odd = suspicious_timestamps(events, before, after)
     stats.counts["suspicious_timestamps"] = odd

@@ -8,7 +8,7 @@ import io
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -82,8 +82,8 @@ def png(fig: Figure) -> bytes:
 
 def log_statistics(events: DataFrame, cases: DataFrame, period: str,
                    dated: tuple[str, str], timezone: str = "UTC",
-                   counted: dict[str, pd.DataFrame] | None = None
-                   ) -> tuple[LogStatistics, list[str]]:
+                   counted: dict[str, pd.DataFrame] | None = None,
+                   span: dict[str, Any] | None = None) -> tuple[LogStatistics, list[str]]:
     """The statistics of the job's canonical ``events`` (cached) and its per-case table
     ``cases`` (case_id, start, end, duration_s, ...) per ``period`` (hour, day, week or month:
     wall-clock periods in ``timezone``, the log's), and notes on what the over-time tables
@@ -92,10 +92,13 @@ def log_statistics(events: DataFrame, cases: DataFrame, period: str,
     out when they would hold over ``MAX_PERIODS`` periods. ``counted``: the activities,
     resources, resource_activity and handover_of_work tables already collected (the job's
     :func:`sparkfield.process.analysis.views.resource_tables`, from the per-case sequences), so no
-    pass over the events makes them again."""
+    pass over the events makes them again. ``span``: the events' count (``all``), how many
+    are dated within ``dated`` (``n``) and the earliest and latest of those (``lo``, ``hi``),
+    already counted (:func:`sparkfield.process.eventlog.events.date_tallies`), so no pass
+    counts them again."""
     ordered = with_event_order(events)
     keys = {"order_col": EVENT_ORDER, "checked": True}  # validated events
-    timed, notes = _over_time(ordered, cases, period, dated, timezone)
+    timed, notes = _over_time(ordered, cases, period, dated, timezone, span)
     frames = {
         **timed,
         "case_duration_histogram": st.case_duration_histogram(cases, DURATION_BINS),
@@ -116,16 +119,17 @@ _PERIOD_SECONDS = {"hour": 3_600, "day": 86_400, "week": 604_800, "month": 2_629
 
 
 def _over_time(events: DataFrame, cases: DataFrame, period: str, dated: tuple[str, str],
-               timezone: str) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
+               timezone: str, span: dict[str, Any] | None = None
+               ) -> tuple[dict[str, DataFrame | pd.DataFrame], list[str]]:
     """The two over-time tables of the events dated within ``dated``, or empty ones. When
     every event is, the active cases come from the per-case table (start, end)."""
     ts = F.col(TIMESTAMP)
     dated_in = ts.between(F.to_timestamp(F.lit(dated[0])), F.to_timestamp(F.lit(dated[1])))
     inside = events.where(dated_in)
-    # the span of the dated events and how many are not, in one pass
-    span = events.agg(F.count(F.lit(1)).alias("all"), F.count_if(dated_in).alias("n"),
-                      F.min(F.when(dated_in, ts)).alias("lo"),
-                      F.max(F.when(dated_in, ts)).alias("hi")).first()
+    if span is None:  # the span of the dated events and how many are not, in one pass
+        span = events.agg(F.count(F.lit(1)).alias("all"), F.count_if(dated_in).alias("n"),
+                          F.min(F.when(dated_in, ts)).alias("lo"),
+                          F.max(F.when(dated_in, ts)).alias("hi")).first().asDict()
     notes = []
     left_out = int(span["all"]) - int(span["n"])
     if left_out:
