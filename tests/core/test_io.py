@@ -89,7 +89,7 @@ def test_a_single_csv_from_parts_written_side_by_side_is_sparks_own_file(spark, 
 
 
 def test_parts_join_in_partition_order_past_five_digits():
-    from sparkfield.core.io import _part_number
+    from sparkfield.core.parts import _part_number
     names = ["part-100000-x-c000.csv", "part-99999-x-c000.csv", "part-00002-x-c000.csv"]
     got = sorted(((n, 1) for n in names), key=_part_number)
     assert [n for n, _ in got] == [names[2], names[1], names[0]]

@@ -66,7 +66,7 @@ def test_compute_counts_events_cases_and_rejects_without_a_report(spark):
     assert c.small["activities"].set_index("activity")["events"].to_dict() == {
         "A": 3, "B": 2, "C": 2}
     assert [(x["name"], x["rows"]) for x in s.cached] == [
-        ("classified_rows", 10), ("case_sequences", 3), ("cases", 3)]
+        ("classified_rows", 10), ("case_sequences", 3), ("cases", 3), ("variants", 3)]
 
 
 def test_a_log_without_rejects_gives_an_empty_rejects_table_read_from_no_row(spark):

@@ -8,7 +8,6 @@ same code writes to local disk, HDFS or an object store.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -24,6 +23,8 @@ from pyspark.sql import types as T
 
 from sparkfield.core.csv_header import column_names
 from sparkfield.core.errors import InputError
+from sparkfield.core.filesystem import hadoop_fs
+from sparkfield.core.parts import append_parts, csv_header_line
 from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
 CORRUPT_COL = "_corrupt_record"
@@ -32,50 +33,6 @@ REJECTS_SCHEMA = T.StructType([T.StructField("source", T.StringType(), False),
                                T.StructField("reason", T.StringType(), False),
                                T.StructField("record", T.StringType(), True)])
 
-
-
-def hadoop_fs(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    """(Hadoop FileSystem, Path) for ``path``: one API for local disk, HDFS and object stores."""
-    jvm = spark.sparkContext._jvm
-    jpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = jpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    return fs, jpath
-
-
-def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -> None:
-    """Spark's ``part-*`` files under ``parts_dir``, in order, copied onto the open Hadoop
-    output stream ``out`` by the JVM (the bytes never pass through Python), less the first
-    ``skip`` bytes of the first file that has any; the folder is then deleted."""
-    jvm = spark.sparkContext._jvm
-    fs, jparts = hadoop_fs(spark, parts_dir)
-    parts = sorted(((s.getPath().getName(), s.getLen()) for s in fs.listStatus(jparts)
-                    if s.getPath().getName().startswith("part-")), key=_part_number)
-    for name, size in parts:
-        if not size:
-            continue
-        stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts_dir}/{name}"))
-        try:
-            if skip:
-                jvm.org.apache.hadoop.io.IOUtils.skipFully(stream, skip)
-                skip = 0
-            jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
-        finally:
-            stream.close()
-    fs.delete(jparts, True)
-
-
-def _part_number(part: tuple[str, int]) -> tuple[int, str]:
-    """A part file's partition (``part-00012-...``): past 99,999 partitions the names no
-    longer sort in their order."""
-    number = part[0][len("part-"):].split("-", 1)[0].split(".", 1)[0]
-    return (int(number) if number.isdigit() else -1), part[0]
-
-
-def csv_header_line(columns: Sequence[str]) -> str:
-    """The header line Spark's CSV writer gives ``columns`` (quoted where a name needs it)."""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow(columns)
-    return buf.getvalue()
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:

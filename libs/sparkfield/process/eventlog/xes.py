@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.errors import InputError
-from sparkfield.core.io import append_parts, hadoop_fs
+from sparkfield.core.filesystem import hadoop_fs
+from sparkfield.core.parts import append_parts
 from sparkfield.process.eventlog.events import RAW_TS
 from sparkfield.process.eventlog.schema import (
     ACTIVITY,

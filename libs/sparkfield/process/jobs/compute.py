@@ -186,8 +186,11 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases
-    with stats.step("count_variants"):
-        stats.counts["variants"] = views.variants.count()
+    # counted here and written later: the table (a row a variant) kept in between, not
+    # aggregated from the cases again
+    variants, stats.counts["variants"] = stack.enter_context(
+        cached_rows(views.variants, "variants", report=stats))
+    views = replace(views, variants=variants)
     stats.outputs["events"] = n_events
     rejects = rejects_of(rows, source, fields=REJECT_FIELDS)
     if not any(r[REASON] is not None for r in counts):

@@ -37,7 +37,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.io import append_parts, hadoop_fs
+from sparkfield.core.filesystem import hadoop_fs
+from sparkfield.core.parts import append_parts
 from sparkfield.core.workers import in_worker
 from sparkfield.process.eventlog.schema import (
     ACTIVITY,

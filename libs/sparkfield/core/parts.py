@@ -1,0 +1,49 @@
+"""Spark's ``part-*`` files joined into one file, in partition order, by the JVM: how a
+table or log written by all executors side by side becomes the single file a user opens."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from sparkfield.core.filesystem import hadoop_fs
+
+
+def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -> None:
+    """Spark's ``part-*`` files under ``parts_dir``, in order, copied onto the open Hadoop
+    output stream ``out`` by the JVM (the bytes never pass through Python), less the first
+    ``skip`` bytes of the first file that has any; the folder is then deleted."""
+    jvm = spark.sparkContext._jvm
+    fs, jparts = hadoop_fs(spark, parts_dir)
+    parts = sorted(((s.getPath().getName(), s.getLen()) for s in fs.listStatus(jparts)
+                    if s.getPath().getName().startswith("part-")), key=_part_number)
+    for name, size in parts:
+        if not size:
+            continue
+        stream = fs.open(jvm.org.apache.hadoop.fs.Path(f"{parts_dir}/{name}"))
+        try:
+            if skip:
+                jvm.org.apache.hadoop.io.IOUtils.skipFully(stream, skip)
+                skip = 0
+            jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 20, False)
+        finally:
+            stream.close()
+    fs.delete(jparts, True)
+
+
+def _part_number(part: tuple[str, int]) -> tuple[int, str]:
+    """A part file's partition (``part-00012-...``): past 99,999 partitions the names no
+    longer sort in their order."""
+    number = part[0][len("part-"):].split("-", 1)[0].split(".", 1)[0]
+    return (int(number) if number.isdigit() else -1), part[0]
+
+
+def csv_header_line(columns: Sequence[str]) -> str:
+    """The header line Spark's CSV writer gives ``columns`` (quoted where a name needs it)."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(columns)
+    return buf.getvalue()
