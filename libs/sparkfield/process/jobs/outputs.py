@@ -89,7 +89,7 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
             "duration_s", "events", "variant"))
 
     # the per-case tables' jobs submitted first (jobs are submitted in this order): each
-    # samples its case ranges before its tasks start
+    # samples its sort's ranges before its tasks start
     parts["write_views"] = write_views
     parts["write_cases"] = write_cases
     conformance = c.conformance
