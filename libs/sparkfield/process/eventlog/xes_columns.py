@@ -44,10 +44,13 @@ def usual_batch(texts: pa.Array, pos: np.ndarray, schema: pa.Schema) -> pa.Recor
     if ((per_record - 1) % 4).any():
         return None
     pieces = pc.list_flatten(cut)
-    record_of = np.repeat(np.arange(n), per_record)
-    at = np.arange(len(pieces)) - np.repeat(np.cumsum(per_record) - per_record, per_record)
-    kind = at % 4  # 0: text before a key (or after the last value), 1: key, 2: " value=", 3
-    last = at == np.repeat(per_record - 1, per_record)
+    # each piece's place within its record, in 32 bits (a batch is far below 2 GiB)
+    offsets = np.asarray(cut.offsets)
+    offsets = offsets - offsets[0]
+    at = np.arange(len(pieces), dtype=np.int32) - np.repeat(offsets[:-1], per_record)
+    kind = at & 3  # 0: text before a key (or after the last value), 1: key, 2: " value=", 3
+    last = np.zeros(len(pieces), dtype=bool)
+    last[offsets[1:] - 1] = True
     if not pc.all(pc.equal(pieces.filter(pa.array(kind == 2)), " value=")).as_py() or \
             not pc.all(pc.ends_with(pieces.filter(pa.array((kind == 0) & ~last)),
                                     " key=")).as_py():
@@ -55,7 +58,8 @@ def usual_batch(texts: pa.Array, pos: np.ndarray, schema: pa.Schema) -> pa.Recor
     keys, values = pieces.filter(pa.array(kind == 1)), pieces.filter(pa.array(kind == 3))
     # <event> tags: only in the text between attributes and after the last value
     tags = pc.count_substring(pieces.filter(pa.array(kind == 0)), "<event>").to_numpy()
-    return _rows(n, pos, schema, keys, values, record_of[kind == 0], last[kind == 0],
+    tag_record = np.repeat(np.arange(n), (per_record - 1) // 4 + 1)  # of each kind 0
+    return _rows(n, pos, schema, keys, values, tag_record, last[kind == 0],
                  tags.astype(np.int64))
 
 
@@ -90,13 +94,18 @@ def _rows(n: int, pos: np.ndarray, schema: pa.Schema, keys: pa.Array, values: pa
         return None
     event_record = np.repeat(np.arange(n), events_of)
     columns = [values.take(pa.array(case_attr)).take(pa.array(event_record))]
-    slot_ids = [names.index(s) if s in names else -2 for s in SLOTS]
-    for slot in slot_ids:
-        mine = body[key_id[body] == slot]
+    # each key's slot (-1: one of the other attributes), looked up once per attribute
+    slot_of_key = np.full(len(names), -1, dtype=np.int8)
+    for i, slot in enumerate(SLOTS):
+        if slot in names:
+            slot_of_key[names.index(slot)] = i
+    body_slot = slot_of_key[key_id[body]]
+    for i in range(len(SLOTS)):
+        mine = body[body_slot == i]
         attr = np.full(n_events, -1, dtype=np.int64)
         attr[event[mine]] = mine
         columns.append(values.take(pa.array(attr, mask=attr < 0)))
-    others = body[~np.isin(key_id[body], slot_ids)]
+    others = body[body_slot < 0]
     per_event = np.bincount(event[others], minlength=n_events)
     offsets = pa.array(np.concatenate([[0], np.cumsum(per_event)]).astype(np.int32))
     attributes = pa.MapArray.from_arrays(offsets, keys.take(pa.array(others)),
