@@ -76,3 +76,51 @@ def test_the_csv_export_is_the_same_file_whatever_the_partitions(spark, tmp_path
     assert files[0] == files[1] == files[2]
     items = [line.split(",", 5)[5] for line in files[0].splitlines()[1:] if "ship" in line]
     assert items[0] == "" and items[1:] == sorted(items[1:]) and len(items) == 13
+
+
+def _laid_in_order(events):
+    """Events as compute caches them: each case whole in one partition, in event order."""
+    from sparkfield.process.eventlog.schema import CASE, ORDER
+
+    return events.repartition(3, CASE).sortWithinPartitions(CASE, *ORDER)
+
+
+def test_events_in_order_alike_in_all_of_the_order_are_still_sorted(spark, tmp_path):
+    """In order, but tied (rows of a joined view): the copy sorts them by their attributes."""
+    from sparkfield.process.eventlog.schema import EVENT_SCHEMA
+    from sparkfield.process.eventlog.xes import write_csv_gz
+
+    when = pd.Timestamp("2024-01-01 10:00:00").to_pydatetime()
+    rows = [("c1", "ship", when, None, None, {"item": str(i)}, 0, 0) for i in range(8, -1, -1)]
+    laid = _laid_in_order(spark.createDataFrame(rows, EVENT_SCHEMA))
+    target = tmp_path / "log.csv.gz"
+    write_csv_gz(spark, laid, str(target), in_order=True)
+    items = [json.loads(line.split(",", 5)[5].strip('"').replace('""', '"'))["item"]
+             for line in gzip.decompress(target.read_bytes()).decode().splitlines()[1:]]
+    assert items == [str(i) for i in range(9)]
+
+
+def test_a_log_files_events_in_order_are_written_as_they_come(spark, tmp_path):
+    """Every row_order distinct (one log file's): ``ties=False`` writes the cached order with
+    no sort, and the file is the one the sorting write gives."""
+    from sparkfield.process.eventlog.schema import EVENT_SCHEMA
+    from sparkfield.process.eventlog.xes import _csv_rows, write_csv_gz
+
+    when = pd.Timestamp("2024-01-01 10:00:00").to_pydatetime()
+    later = pd.Timestamp("2024-01-02 08:30:00.250").to_pydatetime()
+    rows = [(f"c{i % 5}", "ship" if i % 2 else "pay", later if i % 3 else when, "ann" if i % 4
+             else None, None, {"n": str(i)} if i % 2 else None, 0, 100 - i) for i in range(40)]
+    laid = _laid_in_order(spark.createDataFrame(rows, EVENT_SCHEMA)).cache()
+
+    def sorts(df) -> int:
+        return df._jdf.queryExecution().executedPlan().toString().count("Sort [")
+
+    assert sorts(_csv_rows(laid, in_order=True, ties=False)) == sorts(laid)  # none of its own
+    assert sorts(_csv_rows(laid, in_order=True, ties=True)) == sorts(laid) + 1
+    files = []
+    for ties in (True, False):
+        target = tmp_path / f"log_{ties}.csv.gz"
+        write_csv_gz(spark, laid, str(target), in_order=True, ties=ties)
+        files.append(gzip.decompress(target.read_bytes()).decode())
+    laid.unpersist()
+    assert files[0] == files[1] and len(files[0].splitlines()) == 41

@@ -39,9 +39,11 @@ log = logging.getLogger("sparkfield.process")
 def finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
            report: RunReport, labels: dict[int, str], skew_ratio: float,
            input_name: str | None, log_filters: Sequence[FilterCall] = (),
-           timezone: str = "UTC") -> ProcessResult:
+           timezone: str = "UTC", unique_order: bool = False) -> ProcessResult:
     """Compute the classic log (:func:`compute`), write its outputs into ``p.output`` (when
-    set) through one atomic writer, and publish the run report."""
+    set) through one atomic writer, and publish the run report. ``unique_order``: every
+    event's ``row_order`` differs from the others' (one log file's), so no two events of a case
+    are alike in all of the event order."""
     given = None
     if p.conformance and p.conformance_model:
         with report.step("read_conformance_model"):
@@ -56,14 +58,14 @@ def finish(spark: SparkSession, p: Any, classified: DataFrame, source: Column,
         result.extras["model"] = c.model
         result.extras["conformance"] = c.conformance
         if out is not None:
-            write_outputs(spark, p, out, c, report)
+            write_outputs(spark, p, out, c, report, unique_order)
         publish(spark, out, report, skew_ratio, p.max_reject_fraction)
     log.info(report.summary())
     return result
 
 
 def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComputed,
-                  report: RunReport) -> None:
+                  report: RunReport, unique_order: bool = False) -> None:
     """Every output of the run, each file from frames already kept or results already
     collected: written side by side (:meth:`~sparkfield.core.report.Stats.side_by_side`)."""
     ev, views, small = c.events, c.views, c.small
@@ -104,7 +106,8 @@ def write_outputs(spark: SparkSession, p: Any, out: AtomicOutput, c: ProcessComp
                              else None)
     if "csv" in formats:
         parts["write_csv_log"] = lambda: xes.write_csv_gz(
-            spark, ev, out.path("event_log.csv.gz"), in_order=c.events_in_order)
+            spark, ev, out.path("event_log.csv.gz"), in_order=c.events_in_order,
+            ties=not unique_order)
     if "xes" in formats:
         parts["write_xes"] = lambda: xes.write_xes_gz(
             spark, ev, out.path("event_log.xes.gz"), in_order=c.events_in_order)

@@ -59,4 +59,5 @@ def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
                            p.sample, seed)
     classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
     return finish(spark, p, classified, F.lit("log"), report, {0: "log"},
-                  cfg.practices.skew_ratio_threshold, p.log, timezone=p.timezone)
+                  cfg.practices.skew_ratio_threshold, p.log, timezone=p.timezone,
+                  unique_order=True)  # the reader numbers every event of the file
