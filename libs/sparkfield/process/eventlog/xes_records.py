@@ -28,7 +28,8 @@ class Columns:
     """Trace records of one batch as columns: their text, ``pos`` and block, and the lines
     they start on (or the first one's: the others are counted when asked for, as only the
     errors of records read one by one name them). ``log_end``: a record may hold the log's
-    end tag (False where the splitter searched the batch's bytes and found none)."""
+    end tag (False where the splitter found none in the batch's last record, the only one
+    that may end the log)."""
 
     texts: pa.Array
     pos: np.ndarray
@@ -66,6 +67,13 @@ def utf8_bytes(texts: pa.Array) -> bytes:
     first, end = offsets[texts.offset], offsets[texts.offset + len(texts)]
     data = texts.buffers()[2]
     return b"" if data is None else memoryview(data)[first:end].tobytes()
+
+
+def byte_lengths(texts: pa.Array) -> np.ndarray:
+    """The UTF-8 length in bytes of each value of a string array, from its offsets."""
+    wide = pa.types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], np.int64 if wide else np.int32)
+    return np.diff(offsets[texts.offset:texts.offset + len(texts) + 1]).astype(np.int64)
 
 
 def holds_markup(data: bytes) -> bool:

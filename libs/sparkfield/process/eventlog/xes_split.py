@@ -58,6 +58,7 @@ from sparkfield.process.eventlog.xes_records import (
     Columns,
     Record,
     arrow_batch,
+    byte_lengths,
     columns_of,
     holds_markup,
     record_batches,
@@ -195,7 +196,7 @@ def _positions(path: str, whole: bool):
     section or processing instruction are joined again (``<trace`` put back).
 
     ``pos`` is the partition index (ranges are read in file order) in the high bits and the
-    record's character offset in its range below: a record of n characters holds fewer than n
+    record's offset in its range (in UTF-8 bytes) below: a record of n bytes holds fewer than n
     events, so ``pos + event index`` stays below the next record's ``pos``. ``whole``: the
     partition is the whole file, so markup still open at its end is malformed XML, not a
     region that goes on in the next range.
@@ -221,7 +222,7 @@ def _positions(path: str, whole: bool):
                 header = opens_range and block == 0
             else:  # the cut before t was inside markup
                 pieces.append(t)
-            pos += len(t) + len(DELIMITER)
+            pos += (len(t) if t.isascii() else len(t.encode("utf-8"))) + len(DELIMITER)
             line += t.count("\n")
             if closer is not None or (("!" in t or "?" in t)  # memchr: most skip here
                                       and ("<!" in t or "<?" in t)):
@@ -243,9 +244,12 @@ def _positions(path: str, whole: bool):
                 out += [done] if done else []
             data = utf8_bytes(texts) if closer is None and len(texts) else None
             if data is not None and not holds_markup(data):
-                lengths = pc.utf8_length(texts).to_numpy().astype(np.int64) + len(DELIMITER)
+                lengths = byte_lengths(texts) + len(DELIMITER)
+                # only the file's last record ends the log (one elsewhere is malformed, and
+                # the records read one by one take it as the trace reader does)
                 columns = Columns(texts, base + pos + np.cumsum(lengths) - lengths, line + 1,
-                                  np.full(len(texts), block), log_end=b"</log" in data)
+                                  np.full(len(texts), block),
+                                  log_end=b"</log" in utf8_bytes(texts.slice(len(texts) - 1)))
                 pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
                 if out:
                     yield out
