@@ -443,7 +443,8 @@ def _machines(doc: dict) -> str:
             jobs[line].append(r["job"])
     if len(jobs) == 1:
         return next(iter(jobs)).replace(", flags", ",\nflags")
-    return "\n".join(f"{', '.join(names)}:\n  {line.removeprefix('machine: ')}"
+    return "\n".join(f"{', '.join(names)}:\n  "
+                     + line.removeprefix("machine: ").replace(", flags", ",\n  flags")
                      for line, names in jobs.items())
 
 
