@@ -58,22 +58,25 @@ class Columns:
 Chunk = list[Record] | Columns
 
 
+def _value_offsets(texts: pa.Array) -> np.ndarray:
+    """Where each value of a string array starts in its data buffer, and where the last ends."""
+    wide = pa.types.is_large_string(texts.type)
+    offsets = np.frombuffer(texts.buffers()[1], np.int64 if wide else np.int32)
+    return offsets[texts.offset:texts.offset + len(texts) + 1]
+
+
 def utf8_bytes(texts: pa.Array) -> bytes:
     """The UTF-8 text of a string array's values, one after the other: one copy, searched
     at ``memchr`` speed (several times Arrow's substring kernels, which go string by
     string)."""
-    wide = pa.types.is_large_string(texts.type)
-    offsets = np.frombuffer(texts.buffers()[1], np.int64 if wide else np.int32)
-    first, end = offsets[texts.offset], offsets[texts.offset + len(texts)]
+    offsets = _value_offsets(texts)
     data = texts.buffers()[2]
-    return b"" if data is None else memoryview(data)[first:end].tobytes()
+    return b"" if data is None else memoryview(data)[offsets[0]:offsets[-1]].tobytes()
 
 
 def byte_lengths(texts: pa.Array) -> np.ndarray:
     """The UTF-8 length in bytes of each value of a string array, from its offsets."""
-    wide = pa.types.is_large_string(texts.type)
-    offsets = np.frombuffer(texts.buffers()[1], np.int64 if wide else np.int32)
-    return np.diff(offsets[texts.offset:texts.offset + len(texts) + 1]).astype(np.int64)
+    return np.diff(_value_offsets(texts)).astype(np.int64)
 
 
 def holds_markup(data: bytes) -> bool:
