@@ -367,3 +367,31 @@ def test_spark_case_table_with_a_variant_in_several_partitions(spark, monkeypatc
     replayer = TokenReplayer(skip_net())
     assert {r[0]: tuple(r[1:]) for r in replayed.collect()} == {
         case: replayer.counts(trace) for case, trace in rows}
+
+
+def test_spark_replayed_cases_join_the_counted_variants(spark):
+    """The jobs' path: variants counted by their JSON (as the views count them), read back
+    with ``from_json`` and replayed once each, then joined to the cases by that JSON. Names
+    that JSON escapes come back the same; a case whose variant was not replayed keeps its
+    row, with null figures."""
+    from pyspark.sql import functions as F
+
+    odd = ['say "hi"', "back\\slash", "tab\there", "line\nbreak", "é ü 東京", "a/b</x>", "\u2028"]
+    traces = [["a"], ["a", "b"], odd, odd[::-1], ["b", *odd[:2]]]
+    rows = [(f"c{i}-{k}", t) for i, t in enumerate(traces) for k in range(i + 1)]
+    case_table = spark.createDataFrame(rows, "case_id string, seq array<string>").select(
+        "case_id", F.to_json("seq").alias("variant"))
+    counted = case_table.groupBy("variant").agg(F.count(F.lit(1)).alias("cases")).select(
+        F.from_json("variant", "array<string>").alias("variant"), "cases")
+    replayed = replay_module.replay_counted_variants(counted, skip_net())
+    assert sorted((tuple(r.variant), r.cases) for r in replayed.collect()) == sorted(
+        (tuple(t), i + 1) for i, t in enumerate(traces))
+    cases = replay_module.replayed_cases(case_table, replayed)
+    assert cases.columns == ["case_id", "fitness", "is_fit", *COUNTS]
+    replayer = TokenReplayer(skip_net())
+    got = {r[0]: tuple(r[1:]) for r in cases.collect()}
+    assert got == {case: replayer.counts(trace) for case, trace in rows}
+    partial = replay_module.replayed_cases(case_table, replayed.where(F.size("variant") > 1))
+    lone = {r[0]: tuple(r[1:]) for r in partial.collect()}
+    assert len(lone) == len(rows) and lone["c0-0"] == (None,) * 6
+    assert lone["c1-0"] == got["c1-0"]

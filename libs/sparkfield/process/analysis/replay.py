@@ -51,8 +51,8 @@ from sparkfield.process.analysis.petri import PetriNet
 from sparkfield.process.eventlog.schema import ACTIVITY, CASE, ORDER, TIMESTAMP
 
 __all__ = ["TokenReplayer", "TraceReplay", "log_fitness", "non_fitting_variants",
-           "replay_case_table", "replay_case_variants", "replay_cases", "replay_trace",
-           "replay_variants"]
+           "replay_case_table", "replay_case_variants", "replay_cases", "replay_counted_variants",
+           "replay_trace", "replay_variants", "replayed_cases"]
 
 # pm4py's limits: silent paths of at most 51 transitions, two levels of recursive enabling,
 # five rounds of walking towards the final marking (twice: by all final places, by the sink)
@@ -466,6 +466,25 @@ def replay_case_variants(case_variants: DataFrame, net: PetriNet) -> DataFrame:
     event order, as an array) that a caller already has."""
     grouped = case_variants.groupBy("variant").agg(F.count(F.lit(1)).alias("cases"))
     return _replay(grouped, net, ["variant", "cases"])
+
+
+def replay_counted_variants(counted: DataFrame, net: PetriNet) -> DataFrame:
+    """:func:`replay_variants` of variants already counted: ``variant`` (the activities in
+    event order, as an array) and ``cases``, one row per variant."""
+    return _replay(counted.select("variant", "cases"), net, ["variant", "cases"])
+
+
+def replayed_cases(case_table: DataFrame, replayed: DataFrame) -> DataFrame:
+    """One row per case of ``case_table`` (``case_id`` and ``variant``, its activities as a
+    JSON array, as :func:`sparkfield.process.analysis.views.cases` makes it) with its
+    variant's figures in ``replayed`` (:func:`replay_counted_variants`): case_id, fitness,
+    is_fit, missing, remaining, produced, consumed. The variants' JSON is joined, so nothing
+    is grouped or replayed again; a case whose variant ``replayed`` lacks keeps its row, with
+    null figures."""
+    figures = replayed.select(F.to_json("variant").alias("_variant"), "fitness", "is_fit",
+                              *COUNTS)
+    return case_table.join(figures, case_table["variant"] == figures["_variant"], "left") \
+        .select(CASE, "fitness", "is_fit", *COUNTS)
 
 
 def replay_case_table(case_variants: DataFrame, net: PetriNet) -> DataFrame:

@@ -155,7 +155,11 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     # the per-case table feeds the variants, the duration statistics and cases.csv: made
     # from the sequences once, not once for each
     case_table = stack.enter_context(cached(views.cases, "cases", report=stats))
-    views = replace(views, cases=case_table, variants=view_variants(case_table, n_cases))
+    # counted here and written later: the table (a row a variant) kept in between, not
+    # aggregated from the cases again; the conformance replays its variants
+    variants, stats.counts["variants"] = stack.enter_context(
+        cached_rows(view_variants(case_table, n_cases), "variants", report=stats))
+    views = replace(views, cases=case_table, variants=variants)
     model = None
     if p.model:
         with stats.step("discover_model"):
@@ -170,7 +174,7 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
             stats.notes.append(mismatch)
             log.warning(mismatch)
         with stats.step("conformance"):
-            conformance = check_conformance(seqs, net, stack)
+            conformance = check_conformance(case_table, variants, net, stack)
         stats.counts["conformance"] = {
             "model": "conformance_model" if given_model is not None else "discovered",
             **{k: round(v, 6) for k, v in conformance.figures.items()},
@@ -186,11 +190,6 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
         for text in notes:
             stats.note(text)
     stats.counts["cases"] = n_cases
-    # counted here and written later: the table (a row a variant) kept in between, not
-    # aggregated from the cases again
-    variants, stats.counts["variants"] = stack.enter_context(
-        cached_rows(views.variants, "variants", report=stats))
-    views = replace(views, variants=variants)
     stats.outputs["events"] = n_events
     rejects = rejects_of(rows, source, fields=REJECT_FIELDS)
     if not any(r[REASON] is not None for r in counts):

@@ -1,7 +1,7 @@
 """Conformance of the event_log and process_mining jobs' log: token-based replay of every case
 against a Petri net (the model the job discovered, or one the user gives as PNML), on the
-executors: each distinct variant is replayed, and the per-case results are its results spread
-over the case ids its rows carry (no join)."""
+executors: each distinct variant of the views' variant table is replayed once, and each case
+of their case table gets its variant's results (a join on the variant)."""
 
 from __future__ import annotations
 
@@ -21,10 +21,9 @@ from sparkfield.process.analysis.petri import PetriNet, PnmlError, read_pnml
 from sparkfield.process.analysis.replay import (
     log_fitness,
     non_fitting_variants,
-    replay_case_table,
-    replay_case_variants,
+    replay_counted_variants,
+    replayed_cases,
 )
-from sparkfield.process.eventlog.schema import CASE
 
 
 @dataclass
@@ -83,12 +82,16 @@ def _some(names: list[str], n: int) -> str:
     return ", ".join(repr(x) for x in names[:n]) + more
 
 
-def check_conformance(seqs: DataFrame, net: PetriNet, stack: ExitStack) -> Conformance:
-    """Replay the cases of ``seqs`` (one row per case: ``seq``, its events in order, as the
-    views build it) on ``net``; the variants' results stay cached until ``stack`` closes."""
-    case_variants = seqs.select(CASE, F.col("seq.a").alias("variant"))
-    variants = stack.enter_context(cached(replay_case_variants(case_variants, net),
+def check_conformance(case_table: DataFrame, variants: DataFrame, net: PetriNet,
+                      stack: ExitStack) -> Conformance:
+    """Replay the variants of ``variants`` (one row per variant: ``variant``, its activities
+    as a JSON array, and ``cases``, as the views count them) on ``net``, and give each case of
+    ``case_table`` (``case_id``, ``variant``) its variant's results; the variants' results
+    stay cached until ``stack`` closes. The per-case sequences are not read again."""
+    counted = variants.select(F.from_json("variant", "array<string>").alias("variant"),
+                              "cases")
+    replayed = stack.enter_context(cached(replay_counted_variants(counted, net),
                                           "replayed_variants"))
-    bad = non_fitting_variants(variants).withColumn("variant", F.to_json("variant"))
-    return Conformance(cases=replay_case_table(case_variants, net), non_fitting=bad.toPandas(),
-                       figures=log_fitness(variants))
+    bad = non_fitting_variants(replayed).withColumn("variant", F.to_json("variant"))
+    return Conformance(cases=replayed_cases(case_table, replayed), non_fitting=bad.toPandas(),
+                       figures=log_fitness(replayed))
