@@ -27,7 +27,10 @@ The table is bounded (:data:`MAX_STATES`); when it is full it starts again.
 On Spark, each case's activities are gathered in event order, the cases are grouped by
 variant, and each distinct variant is replayed in ``mapInArrow`` (the net is small and travels
 inside the function). Per case, a variant's row carries its case ids, which are exploded back
-to one row per case after the replay: the cases are aggregated once and never joined.
+to one row per case after the replay: the cases are aggregated once and never joined. A caller
+that has already counted the variants and keeps a per-case table (the jobs' views) replays the
+counted variants (:func:`replay_counted_variants`) and joins their figures to its cases by the
+variant (:func:`replayed_cases`), without reading every case's events again.
 
 Why one module: the replay of one variant (tokens, invisible transitions, counts) and its
 distribution over the executors share one compiled form of the net."""
