@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from sparkfield.process.analysis import petri
 from sparkfield.process.analysis import replay as replay_module
@@ -374,8 +375,6 @@ def test_spark_replayed_cases_join_the_counted_variants(spark):
     with ``from_json`` and replayed once each, then joined to the cases by that JSON. Names
     that JSON escapes come back the same; a case whose variant was not replayed keeps its
     row, with null figures."""
-    from pyspark.sql import functions as F
-
     odd = ['say "hi"', "back\\slash", "tab\there", "line\nbreak", "é ü 東京", "a/b</x>", "\u2028"]
     traces = [["a"], ["a", "b"], odd, odd[::-1], ["b", *odd[:2]]]
     rows = [(f"c{i}-{k}", t) for i, t in enumerate(traces) for k in range(i + 1)]
