@@ -501,6 +501,7 @@ def chart(doc: dict, target: Path) -> None:
         xs = [r["units"] for _, r in ok]
         ys = [r["wall_s"] for _, r in ok]
         ax.plot(xs, ys, "o-", color="C0", label="measured")
+        ax.margins(x=0.08, y=0.12)  # room for the size labels under the lowest point
         for (s, r) in ok:
             ax.annotate(s.label, (r["units"], r["wall_s"]), textcoords="offset points",
                         xytext=(4, -10), fontsize=8)
@@ -522,11 +523,20 @@ def chart(doc: dict, target: Path) -> None:
             if pm:
                 ax.plot(*zip(*pm, strict=True), "s-", color="C3",
                         label="pm4py read + views")
+            for _, r in ok:  # where pm4py stopped (out of memory, out of time)
+                stopped = r.get("pm4py", {})
+                if stopped.get("status", "ok") != "ok" and stopped.get("wall_s"):
+                    ax.plot(r["units"], stopped["wall_s"], "x", color="C3", ms=8)
+                    ax.annotate(f"pm4py:\n{stopped['status']}\nafter {stopped['wall_s']:.0f} s",
+                                (r["units"], stopped["wall_s"]), textcoords="offset points",
+                                xytext=(-8, 4), ha="right", va="top", fontsize=7, color="C3",
+                                bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1})
         ax.legend(fontsize=7, loc="upper left")
     axes.flat[-1].axis("off")
     axes.flat[-1].text(0, 0.5, "dots joined by a line: measured runs\n"
                        "dotted verticals: sizes not measured (why, where a run stopped)\n"
-                       "dashed: time proportional to size, from the first measured point\n\n"
+                       "dashed: time proportional to size, from the first measured point\n"
+                       "red cross: where pm4py stopped at that size\n\n"
                        + _machines(doc), fontsize=9)
     fig.suptitle("Sparkfield jobs at scale: wall time against size (log-log)")
     fig.tight_layout()
