@@ -103,6 +103,9 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
     assert got == [r for c in cases for r in by_case[c]]  # whole cases, in event order
     if not job:
         assert cases == list(dict.fromkeys(r[0] for r in want))  # the files' case order
+        encoded = _dictionary_encoded(out / "events")  # (the resource is null here)
+        assert {k: encoded[k] for k in ("case_id", "activity", "timestamp", "row_order")} == {
+            "case_id": False, "activity": True, "timestamp": False, "row_order": False}
     else:
         assert cases == sorted(cases)
     # the XES copy: its traces in the CSV's case order, each trace's events in event order
@@ -113,6 +116,20 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
     for name, body in traces:
         acts = re.findall(r'<event><string key="concept:name" value="([^"]*)"/>', body)
         assert acts == [r[1] for r in by_case[name]]
+
+
+def _dictionary_encoded(events_dir):
+    """Whether each column of the first Parquet part that holds rows is dictionary-encoded:
+    conf/base.yaml leaves the dictionary out for the case id, row order and time, for every
+    write of the session (options of one write reached others running beside it)."""
+    for f in sorted(events_dir.glob("part-*.parquet")):
+        meta = pq.ParquetFile(f).metadata
+        if meta.num_rows:
+            group = meta.row_group(0)
+            return {group.column(i).path_in_schema: any(
+                "DICTIONARY" in e for e in group.column(i).encodings)
+                for i in range(group.num_columns) if "." not in group.column(i).path_in_schema}
+    raise AssertionError("no events were written")
 
 
 def _computed(spark, rows, partitions, stack):
