@@ -1,5 +1,7 @@
+import io
 import json
 
+import pandas as pd
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
@@ -62,8 +64,11 @@ def test_csv_rows_that_do_not_parse_are_kept_as_corrupt(spark, tmp_path):
 
 
 def _spark_single_csv(df, folder) -> bytes:
-    """Oracle: the file Spark writes from one partition (the rows in the same order)."""
-    df.coalesce(1).write.option("header", "true").option("escape", '"').csv(str(folder))
+    """Oracle: the file Spark writes from one partition (the rows in the same order, the
+    values' white space kept as the writer keeps it)."""
+    df.coalesce(1).write.option("header", "true").option("escape", '"').option(
+        "ignoreLeadingWhiteSpace", "false").option("ignoreTrailingWhiteSpace", "false").csv(
+        str(folder))
     (part,) = folder.glob("part-*")
     return part.read_bytes()
 
@@ -84,6 +89,11 @@ def test_a_single_csv_from_parts_written_side_by_side_is_sparks_own_file(spark, 
     got = (tmp_path / "out" / "t.csv").read_bytes()
     assert got == _spark_single_csv(ordered, tmp_path / "oracle")
     assert got.startswith(b'case id,"say ""hi""","a,b",n\n')
+    # every value as it was, leading and trailing white space included (Spark's writer trims
+    # both unless told not to)
+    back = pd.read_csv(io.BytesIO(got), dtype=str, keep_default_na=False)
+    assert back["a,b"].tolist() == [r[2] for r in rows]
+    assert back["a,b"][1] == " x1 "
     assert (tmp_path / "out" / "empty.csv").read_bytes() == b'case id,"say ""hi""","a,b",n\n'
     assert not list((tmp_path / "out").glob("*.__parts"))
 

@@ -78,6 +78,25 @@ def test_the_csv_export_is_the_same_file_whatever_the_partitions(spark, tmp_path
     assert items[0] == "" and items[1:] == sorted(items[1:]) and len(items) == 13
 
 
+def test_the_csv_export_keeps_white_space_around_values(spark, tmp_path):
+    """Spark's CSV writer trims every value by default: the copy keeps ids, names and
+    attribute values as the log has them."""
+    from sparkfield.process.eventlog.schema import EVENT_SCHEMA
+    from sparkfield.process.eventlog.xes import write_csv_gz
+
+    when = pd.Timestamp("2024-01-01 10:00:00").to_pydatetime()
+    rows = [(" c1", " pay ", when, "ann ", "\tcomplete", {"note": " x "}, 0, 0),
+            ("c2 ", "ship", when, None, None, None, 0, 1)]
+    target = tmp_path / "log.csv.gz"
+    write_csv_gz(spark, spark.createDataFrame(rows, EVENT_SCHEMA), str(target))
+    back = pd.read_csv(target, dtype=str, keep_default_na=False)
+    assert back["case_id"].tolist() == [" c1", "c2 "]
+    assert back["activity"].tolist() == [" pay ", "ship"]
+    assert back["resource"].tolist() == ["ann ", ""]
+    assert back["lifecycle"].tolist() == ["\tcomplete", ""]
+    assert json.loads(back["attributes"][0]) == {"note": " x "}
+
+
 def _laid_in_order(events):
     """Events as compute caches them: each case whole in one partition, in event order."""
     from sparkfield.process.eventlog.schema import CASE, ORDER

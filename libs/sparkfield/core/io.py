@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 from sparkfield.core.csv_header import column_names
 from sparkfield.core.errors import InputError
 from sparkfield.core.filesystem import hadoop_fs
-from sparkfield.core.parts import append_parts, csv_header_line
+from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts, csv_header_line
 from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
 CORRUPT_COL = "_corrupt_record"
@@ -294,7 +294,7 @@ class AtomicOutput:
         part by its own task, side by side, and the parts are joined in partition order (the
         rows' order, as one task reading the partitions in turn would write them)."""
         parts = f"{self.staging}/{name}.__parts"
-        df.write.mode("overwrite").option("header", "false").option("escape", '"').csv(parts)
+        df.write.mode("overwrite").options(**CSV_PART_OPTIONS).csv(parts)
         fs, target = hadoop_fs(self.spark, self.path(name))
         out = fs.create(target, True)
         try:

@@ -12,6 +12,13 @@ from pyspark.sql import SparkSession
 
 from sparkfield.core.filesystem import hadoop_fs
 
+# Spark's CSV writer options for the parts: no header (one is written before them), quotes
+# doubled, and every value's leading and trailing white space kept (Spark's writer trims both
+# by default, which changed ids and names such as " Approve" without a word; Spark's reader,
+# pandas and Python's csv all keep them)
+CSV_PART_OPTIONS = {"header": "false", "escape": '"', "ignoreLeadingWhiteSpace": "false",
+                    "ignoreTrailingWhiteSpace": "false"}
+
 
 def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -> None:
     """Spark's ``part-*`` files under ``parts_dir``, in order, copied onto the open Hadoop
