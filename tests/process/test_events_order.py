@@ -121,7 +121,8 @@ def test_each_case_is_whole_in_one_file_in_event_order(spark, repo_root, tmp_pat
 def _dictionary_encoded(events_dir):
     """Whether each column of the first Parquet part that holds rows is dictionary-encoded:
     conf/base.yaml leaves the dictionary out for the case id, row order and time, for every
-    write of the session (options of one write reached others running beside it)."""
+    write of the session (options of one write missed some of its files while writes with
+    other options ran beside it)."""
     for f in sorted(events_dir.glob("part-*.parquet")):
         meta = pq.ParquetFile(f).metadata
         if meta.num_rows:
