@@ -6,6 +6,7 @@ writer when something does."""
 import gzip
 import random
 import re
+from collections import Counter
 from contextlib import ExitStack
 from datetime import datetime, timedelta
 
@@ -19,7 +20,7 @@ from sparkfield.core.conf import load_config
 from sparkfield.core.session import session_setting
 from sparkfield.process import run_process_mining
 from sparkfield.process.eventlog.events import classify
-from sparkfield.process.jobs.compute import compute
+from sparkfield.process.jobs.compute import _case_partitions, compute
 from sparkfield.process.jobs.params import PROCESS_MINING
 
 from .test_compute import RAW
@@ -158,6 +159,25 @@ def test_events_in_order_skip_the_writers_shuffle(spark, several_partitions):
     assert all(k == sorted(k) for k in keys)
     cases = [{k[0] for k in part} for part in keys]
     assert sum(len(s) for s in cases) == 7
+
+
+def test_the_case_table_is_cached_in_few_partitions(spark, several_partitions):
+    """The per-case table, which many small aggregations read, is cached in
+    ``_case_partitions`` partitions rather than the events' own (coalesced, not shuffled),
+    every case once with its events."""
+    d = datetime(2020, 1, 1)
+    rnd = random.Random(5)
+    rows = [(f"c{rnd.randrange(200)}", "A", d + timedelta(minutes=i), None, None, None, 0, i,
+             "x") for i in range(2000)]
+    with ExitStack() as stack:
+        c = _computed(spark, rows, 5, stack)
+        assert c.events.rdd.getNumPartitions() > 2
+        assert c.views.cases.rdd.getNumPartitions() == 2
+        cases = {r["case_id"]: r["events"] for r in c.views.cases.collect()}
+        assert c.views.cases.count() == len(cases)
+    assert cases == dict(Counter(r[0] for r in rows))
+    assert [_case_partitions(n) for n in (0, 1, 400_000, 400_001, 1_046_960)] == \
+        [2, 2, 2, 3, 6]
 
 
 def test_sequences_of_grouped_events_are_aggregated_in_order(spark, several_partitions):

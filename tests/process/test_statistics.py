@@ -235,6 +235,23 @@ def test_events_and_active_cases_over_time_equal_pandas(log, freq, tz):
         (want[0], want[2])
 
 
+def test_active_cases_from_cases_reads_the_table_once(log):
+    """One pass over the per-case table: the spine's bounds come with the periods' deltas,
+    not from a scan of their own (the jobs' table has a million rows at bpic2012 x80)."""
+    _, pdf, df = log
+    table = sp.case_duration_distribution(df, **KEYS).cases.cache()
+    try:
+        table.count()
+        active = sp.active_cases_from_cases(table, "day")
+        plan = active._jdf.queryExecution().executedPlan().toString()
+        assert plan.count("InMemoryTableScan") == 1, plan
+        want = _pandas_over_time(pdf, "day", "UTC")
+        got = active.select(F.unix_micros("period_start").alias("t"), "cases").collect()
+        assert ([r["t"] for r in got], [r["cases"] for r in got]) == (want[0], want[2])
+    finally:
+        table.unpersist()
+
+
 def test_hours_over_time_equal_pandas(spark, fixtures_dir):
     pdf = pm4py_oracle.load(fixtures_dir / "process" / "running-example.xes")
     pdf[CASE] = pdf[CASE].astype(str)

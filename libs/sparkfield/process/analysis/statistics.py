@@ -178,18 +178,29 @@ def active_cases_from_cases(cases: DataFrame, freq: str = "day", start_col: str 
     no pass over the events."""
     _check_freq(freq)
     require_columns(cases, [start_col, end_col])
-    spans = cases.select(_period_index(column(start_col), freq, timezone).alias("first"),
-                         _period_index(column(end_col), freq, timezone).alias("last"))
-    deltas = spans.select(F.col("first").alias(_IDX), F.lit(1).alias(_DELTA)).unionByName(
-        spans.select((F.col("last") + 1).alias(_IDX), F.lit(-1).alias(_DELTA)))
-    per_period = deltas.groupBy(_IDX).agg(F.sum(_DELTA).alias(_DELTA))
+    first = _period_index(column(start_col), freq, timezone)
+    last = _period_index(column(end_col), freq, timezone)
+    # one pass over the cases: each gives +1 to the period it starts in and -1 to the one
+    # after it ends; the spine's bounds are the first and last periods themselves
+    no = F.lit(None).cast("long")
+    deltas = cases.select(F.inline(F.array(
+        F.struct(first.alias(_IDX), F.lit(1).alias(_DELTA), first.alias("lo"), no.alias("hi")),
+        F.struct((last + 1).alias(_IDX), F.lit(-1).alias(_DELTA), no.alias("lo"),
+                 last.alias("hi"))))).where(F.col(_IDX).isNotNull())
+    per_period = deltas.groupBy(_IDX).agg(F.sum(_DELTA).alias(_DELTA), F.min("lo").alias("lo"),
+                                          F.max("hi").alias("hi"))
+    # the periods' deltas in one row with the bounds, and the spine made from that row (as
+    # events_over_time does): each stage after the pass over the cases holds a few rows
+    packed = per_period.agg(F.min("lo").alias("lo"), F.max("hi").alias("hi"), F.map_from_entries(
+        F.collect_list(F.struct(_IDX, _DELTA))).alias("deltas"))
     # the periods are few: one window partition on purpose (a literal key, so Spark does not
     # warn about a window without one)
     running = (Window.partitionBy(F.lit(0)).orderBy(_IDX)
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return (_spine(spans, "first", "last").join(per_period, on=_IDX, how="left")
-            .select(_IDX, F.sum(F.coalesce(F.col(_DELTA), F.lit(0))).over(running)
-                    .cast("long").alias("cases"))
+    return (packed.where(F.col("lo").isNotNull() & F.col("hi").isNotNull())
+            .select(F.explode(F.sequence("lo", "hi")).alias(_IDX), "deltas")
+            .select(_IDX, F.sum(F.coalesce(F.element_at("deltas", F.col(_IDX)), F.lit(0)))
+                    .over(running).cast("long").alias("cases"))
             .select(_period_start(F.col(_IDX), freq, timezone).alias("period_start"), "cases")
             .orderBy("period_start"))
 
