@@ -122,14 +122,6 @@ def _check_freq(freq: str) -> None:
         raise ValueError(f"freq must be one of {', '.join(FREQS)}; got {freq!r}")
 
 
-def _spine(indices: DataFrame, low: str, high: str) -> DataFrame:
-    """Every period number from the smallest ``low`` to the largest ``high`` (none when
-    ``indices`` is empty), so a quiet period shows as a zero rather than a gap."""
-    bounds = indices.agg(F.min(low).alias("lo"), F.max(high).alias("hi"))
-    return bounds.where(F.col("lo").isNotNull()).select(
-        F.explode(F.sequence("lo", "hi")).alias(_IDX))
-
-
 def events_over_time(df: DataFrame, freq: str = "day", case_col: str = CASE,
                      activity_col: str = ACTIVITY, timestamp_col: str = TIMESTAMP,
                      order_col: str | None = None, timezone: str = "UTC",
