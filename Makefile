@@ -71,9 +71,12 @@ pack-env:
 param-tables:
 	PYTHONPATH=libs $(PY) scripts/param_tables.py
 
+# a script that exits 2 has said why this machine cannot run it (no GPU, no JDK tool): the
+# others still run
 bench: $(STAMP)
 	for b in benchmarks/*.py; do [ $$b = benchmarks/scale.py ] && continue; \
-	  echo "### $$b"; $(PY) $$b || exit 1; done  # scale.py: hours; run it on its own
+	  echo "### $$b"; $(PY) $$b; rc=$$?; [ $$rc = 0 ] || [ $$rc = 2 ] || exit 1; \
+	done  # scale.py: hours; run it on its own
 
 clean:
 	rm -rf out build dist .pytest_cache .ruff_cache

@@ -19,7 +19,8 @@ under ``<case>#<copy>``, as ``scale.py`` does; 1 = the log as it is), written to
 folder first. The job runs with its default conf and ``--driver-memory 1g``.
 
 Usage: python benchmarks/jvm_profile.py [--copies 8] [--top 20] [--keep DIR]
-Needs the JDK's ``jfr`` tool (next to ``java``).
+Needs the JDK's ``jfr`` tool (next to ``java``; Debian's ``openjdk-17-jdk-headless``, not the
+JRE the tests install): without it the script prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = [
     ("columnar cache: compression stats", ("gatherCompressibilityStats",)),
     ("columnar cache: encoding", ("$Encoder.compress",)),
-    ("columnar cache: decoding, reading", ("$Decoder", "ColumnAccessor")),
+    ("columnar cache: decoding, reading", ("Encoding$Decoder", "PassThrough$Decoder",
+                                           "Delta$Decoder", "BitSet$Decoder",
+                                           "ColumnAccessor")),
     ("timestamp formatting (java.time)", ("DateTimeFormatter",)),
     ("percentile", ("Percentile",)),
     ("array_distinct", ("ArrayDistinct",)),
@@ -53,7 +56,8 @@ WORK = [
     ("XES records read (text source)", ("LineReader",)),
     ("Arrow from the Python workers", ("ArrowColumnVector", "PythonArrowOutput")),
     ("Arrow to the Python workers", ("PythonArrowInput", "ArrowWriter")),
-    ("CSV text (univocity)", ("com.univocity",)),
+    ("CSV text (univocity)", ("com.univocity", "UnivocityGenerator")),
+    ("size estimates of cached blocks", ("SizeEstimator",)),
     ("Parquet encoding", ("org.apache.parquet",)),
     ("sort", ("UnsafeExternalRowSorter", "UnsafeInMemorySorter", "UnsafeExternalSorter")),
     ("shuffle write", ("ShuffleExternalSorter", "DiskBlockObjectWriter",
@@ -66,8 +70,9 @@ WORK = [
     ("columnar cache: build", ("CachedRDDBuilder", "ColumnBuilder")),
     ("other generated code", ("GeneratedClass",)),
 ]
-# what a sample works for: the first of these found from the bottom of its stack up, in
-# this order
+# what a sample works for: the first of these, in this order, found anywhere in its stack (a
+# CSV file's rows made for its writer count as writing the other files: only the writer's
+# own frames name the CSV)
 FOR = [
     ("writing the CSV files", ("CsvOutputWriter",)),
     ("writing the other files", ("FileFormatWriter",)),
@@ -75,6 +80,7 @@ FOR = [
     ("a shuffle's map side", ("ShuffleMapTask",)),
     ("a query's result", ("ResultTask",)),
 ]
+STACK_DEPTH = 256  # frames recorded and read a sample (JFR's default, 64, cuts Spark's stacks)
 _FRAME = re.compile(r"^\s{4}(\S[^\n]*?)(?: line: \d+)?$", re.M)
 _THREAD = re.compile(r'sampledThread = "([^"]*)"')
 
@@ -89,13 +95,15 @@ def jfr_tool() -> str:
         tool = Path(home) / "bin" / "jfr"
         if home and tool.exists():
             return str(tool)
-    raise SystemExit("error: the JDK's jfr tool was not found (set JAVA_HOME to a JDK)")
+    print("jvm_profile: the JDK's jfr tool was not found (install openjdk-17-jdk-headless or "
+          "set JAVA_HOME to a JDK): not run")
+    raise SystemExit(2)
 
 
 def samples(jfr: str, recording: Path) -> list[tuple[str, list[str]]]:
     """(thread, frames top first) of each execution sample in ``recording``."""
     text = subprocess.run([jfr, "print", "--events", "jdk.ExecutionSample", "--stack-depth",
-                           "64", str(recording)], check=True, capture_output=True,
+                           str(STACK_DEPTH), str(recording)], check=True, capture_output=True,
                           text=True).stdout
     out = []
     for block in text.split("jdk.ExecutionSample {")[1:]:
@@ -161,8 +169,10 @@ def main() -> None:
         scaled_xes(args.copies, log)
         # the java launcher adds JDK_JAVA_OPTIONS to every JVM it starts: spark-submit's
         # launcher JVM writes a small recording of its own, the driver's is the largest
-        env = {**os.environ, "JDK_JAVA_OPTIONS": "-XX:StartFlightRecording=settings=profile,"
-               f"filename={work}/run-%p.jfr"}
+        options = (f"-XX:FlightRecorderOptions:stackdepth={STACK_DEPTH} "
+                   f"-XX:StartFlightRecording=settings=profile,filename={work}/run-%p.jfr")
+        env = {**os.environ, "JDK_JAVA_OPTIONS": " ".join(
+            filter(None, [os.environ.get("JDK_JAVA_OPTIONS"), options]))}
         cmd = [str(ROOT / "submit.sh"), "process_mining", "--driver-memory", "1g",
                "--log", str(log), "--output", str(work / "out")]
         t0 = time.perf_counter()
@@ -171,13 +181,16 @@ def main() -> None:
         if done.returncode:
             sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
             raise SystemExit(f"error: the job failed (exit {done.returncode})")
-        recording = max(work.glob("run-*.jfr"), key=lambda p: p.stat().st_size)
-        print(f"process_mining on bpic2012 x{args.copies}: {wall:.1f} s wall with the recorder")
-        report(samples(jfr, recording), args.top)
+        recordings = sorted(work.glob("run-*.jfr"), key=lambda p: p.stat().st_size)
+        if not recordings:
+            raise SystemExit("error: the JVM wrote no recording (JDK_JAVA_OPTIONS ignored?)")
+        recording = recordings[-1]
         if args.keep:
             args.keep.mkdir(parents=True, exist_ok=True)
             shutil.copy2(recording, args.keep / recording.name)
             shutil.copytree(work / "out", args.keep / "out", dirs_exist_ok=True)
+        print(f"process_mining on bpic2012 x{args.copies}: {wall:.1f} s wall with the recorder")
+        report(samples(jfr, recording), args.top)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -24,7 +24,14 @@ def test_the_wheel_lists_every_package_of_the_library():
         "packages"])
     found = {".".join(p.parent.relative_to(ROOT / "libs").parts)
              for p in (ROOT / "libs" / "sparkfield").rglob("__init__.py")}
-    assert listed == found | {"sparkfield.jobs", "sparkfield.conf"}
+    # the folders of data files (no __init__.py) are listed too, each with its files
+    data = {".".join(d.relative_to(ROOT / "libs").parts)
+            for d in (ROOT / "libs" / "sparkfield").rglob("*") if d.is_dir()
+            and d.name != "__pycache__" and not (d / "__init__.py").exists()
+            and any(f.is_file() for f in d.iterdir())}
+    data |= {f"sparkfield.conf.{d.name}" for d in (ROOT / "conf").iterdir() if d.is_dir()}
+    assert data >= {"sparkfield.resources.nltk", "sparkfield.conf.jobs"}
+    assert listed == found | data | {"sparkfield.jobs", "sparkfield.conf"}
 
 
 def _run(cmd: list[str], cwd: Path, timeout: int = 900, env: dict[str, str] | None = None,
