@@ -155,7 +155,7 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
     # the per-case table feeds the variants, the duration statistics and cases.csv: made
     # from the sequences once, not once for each, in few partitions (see _case_partitions)
     case_table = stack.enter_context(cached(
-        views.cases.coalesce(_case_partitions(n_cases)), "cases", report=stats))
+        views.cases.coalesce(_case_partitions(n_cases, n_events)), "cases", report=stats))
     # counted here and written later: the table (a row a variant) kept in between, not
     # aggregated from the cases again; the conformance replays its variants
     variants, stats.counts["variants"] = stack.enter_context(
@@ -201,18 +201,22 @@ def compute(classified: DataFrame, source: Column, labels: dict[int, str], p: An
                            events_in_order=in_order)
 
 
-# cases a partition of the per-case table holds (see _case_partitions)
+# cases a partition of the per-case table holds, and events its tasks read from the
+# sequences (see _case_partitions)
 CASES_PER_PARTITION = 200_000
+EVENTS_PER_PARTITION = 4_000_000
 
 
-def _case_partitions(n_cases: int) -> int:
+def _case_partitions(n_cases: int, n_events: int) -> int:
     """Partitions for the cached per-case table of ``n_cases`` cases. It has a row a case,
     a small part of the events' bytes, and is read by many small aggregations (the
     statistics, the variants, the conformance) whose cost follows its partitions, not its
     rows: with the 64 partitions of the events it came from, bpic2012 x8's (105 k cases)
-    took 9.1-16.5 s, with 2 partitions 1.2-2.3 s. Coalesced: no shuffle; at least 2, so
-    both cores of a small machine build it."""
-    return max(2, -(-n_cases // CASES_PER_PARTITION))
+    took 9.1-16.5 s, with 2 partitions 1.2-2.3 s. Coalesced, with no shuffle, so the tasks
+    that build it read the cases' whole sequences: one per ``EVENTS_PER_PARTITION`` of the
+    ``n_events`` too (a few long cases are not read by two tasks). At least 2, so both
+    cores of a small machine build it."""
+    return max(2, -(-n_cases // CASES_PER_PARTITION), -(-n_events // EVENTS_PER_PARTITION))
 
 
 _OBJECT_HASH_AGG = "spark.sql.execution.useObjectHashAggregateExec"
