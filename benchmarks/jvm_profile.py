@@ -168,9 +168,13 @@ def main() -> None:
         log = work / f"bpic2012_x{args.copies}.xes"
         scaled_xes(args.copies, log)
         # the java launcher adds JDK_JAVA_OPTIONS to every JVM it starts: spark-submit's
-        # launcher JVM writes a small recording of its own, the driver's is the largest
+        # launcher JVM writes a small recording of its own, the driver's is the largest. A
+        # folder as the file name gives each JVM a file named by its pid (JDK 17 expands no
+        # %p in a file name, so every JVM would write the same file)
+        recorded = work / "recordings"
+        recorded.mkdir()
         options = (f"-XX:FlightRecorderOptions:stackdepth={STACK_DEPTH} "
-                   f"-XX:StartFlightRecording=settings=profile,filename={work}/run-%p.jfr")
+                   f"-XX:StartFlightRecording=settings=profile,filename={recorded}/")
         env = {**os.environ, "JDK_JAVA_OPTIONS": " ".join(
             filter(None, [os.environ.get("JDK_JAVA_OPTIONS"), options]))}
         cmd = [str(ROOT / "submit.sh"), "process_mining", "--driver-memory", "1g",
@@ -181,7 +185,7 @@ def main() -> None:
         if done.returncode:
             sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
             raise SystemExit(f"error: the job failed (exit {done.returncode})")
-        recordings = sorted(work.glob("run-*.jfr"), key=lambda p: p.stat().st_size)
+        recordings = sorted(recorded.glob("*.jfr"), key=lambda p: p.stat().st_size)
         if not recordings:
             raise SystemExit("error: the JVM wrote no recording (JDK_JAVA_OPTIONS ignored?)")
         recording = recordings[-1]
@@ -190,7 +194,11 @@ def main() -> None:
             shutil.copy2(recording, args.keep / recording.name)
             shutil.copytree(work / "out", args.keep / "out", dirs_exist_ok=True)
         print(f"process_mining on bpic2012 x{args.copies}: {wall:.1f} s wall with the recorder")
-        report(samples(jfr, recording), args.top)
+        rows = samples(jfr, recording)
+        if len(rows) < 100:  # a run of seconds takes thousands: not the driver's recording
+            raise SystemExit(f"error: the largest of {len(recordings)} recordings "
+                             f"({recording.name}) holds {len(rows)} samples")
+        report(rows, args.top)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
