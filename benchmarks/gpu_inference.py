@@ -14,7 +14,8 @@ utilisation and memory are sampled with nvidia-smi while they run.
 
 Usage: PYTHONPATH=libs python benchmarks/gpu_inference.py [--seconds 8] [--procs 1,2,4,8]
        python benchmarks/gpu_inference.py --smoke   (a tiny model on the CPU: checks the script)
-Without CUDA (and without --smoke) it prints one line and exits 2.
+Without CUDA (and without --smoke) it prints one line and exits 77 (this machine cannot run it:
+`make bench` goes on to the next script).
 """
 
 from __future__ import annotations
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     elif not torch.cuda.is_available():
         print("error: no CUDA device visible to torch (a CPU build, or no GPU here); "
               "pass --smoke for a CPU check of the script", flush=True)
-        return 2
+        return 77
     else:
         index = torch.cuda.current_device()
         device, gpu = f"cuda:{index}", torch.cuda.get_device_name(index)

@@ -20,7 +20,8 @@ folder first. The job runs with its default conf and ``--driver-memory 1g``.
 
 Usage: python benchmarks/jvm_profile.py [--copies 8] [--top 20] [--keep DIR]
 Needs the JDK's ``jfr`` tool (next to ``java``; Debian's ``openjdk-17-jdk-headless``, not the
-JRE the tests install): without it the script prints one line and exits 2.
+JRE the tests install): without it the script prints one line and exits 77 (this machine
+cannot run it: `make bench` goes on to the next script).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def jfr_tool() -> str:
             return str(tool)
     print("jvm_profile: the JDK's jfr tool was not found (install openjdk-17-jdk-headless or "
           "set JAVA_HOME to a JDK): not run")
-    raise SystemExit(2)
+    raise SystemExit(77)
 
 
 def samples(jfr: str, recording: Path) -> list[tuple[str, list[str]]]:
@@ -159,12 +160,17 @@ def main() -> None:
     args = ap.parse_args()
     if args.copies < 1:
         ap.error("--copies must be at least 1")
+    if args.top < 1:
+        ap.error("--top must be at least 1")
     if not BPIC.exists():
         raise SystemExit(f"error: {BPIC} not found (set SPARKFIELD_DATA to the data sets)")
     jfr = jfr_tool()
     print(describe())
     work = Path(tempfile.mkdtemp(prefix="jvm_profile_"))
     try:
+        if re.search(r"[\s,]", str(work)):  # JFR's options are split at commas and spaces
+            raise SystemExit(f"error: the temporary folder {work} holds a space or a comma, "
+                             "which JFR's options cannot carry: set TMPDIR to another folder")
         log = work / f"bpic2012_x{args.copies}.xes"
         scaled_xes(args.copies, log)
         # the java launcher adds JDK_JAVA_OPTIONS to every JVM it starts: spark-submit's

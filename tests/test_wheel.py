@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,12 @@ def test_the_wheel_lists_every_package_of_the_library():
     data |= {f"sparkfield.conf.{d.name}" for d in (ROOT / "conf").iterdir() if d.is_dir()}
     assert data >= {"sparkfield.resources.nltk", "sparkfield.conf.jobs"}
     assert listed == found | data | {"sparkfield.jobs", "sparkfield.conf"}
+
+
+def _data_files(folder: Path) -> list[Path]:
+    """The files under ``folder`` a user's checkout holds (no caches, no hidden folders)."""
+    return [f for f in folder.rglob("*") if f.is_file() and not any(
+        part == "__pycache__" or part.startswith(".") for part in f.relative_to(folder).parts)]
 
 
 def _run(cmd: list[str], cwd: Path, timeout: int = 900, env: dict[str, str] | None = None,
@@ -69,6 +76,15 @@ def test_a_built_wheel_runs_a_job_from_a_clean_venv(tmp_path):
     _run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir",
           str(tmp_path / "dist"), str(src)], cwd=src)
     (wheel,) = (tmp_path / "dist").glob("sparkfield-*.whl")
+    # every data file of the checkout is in the wheel (the package-data patterns match them)
+    with zipfile.ZipFile(wheel) as z:
+        packed = set(z.namelist())
+    data = {f"sparkfield/{f.relative_to(ROOT / 'libs' / 'sparkfield').as_posix()}"
+            for f in _data_files(ROOT / "libs" / "sparkfield" / "resources")}
+    data |= {f"sparkfield/conf/{f.relative_to(ROOT / 'conf').as_posix()}"
+             for f in _data_files(ROOT / "conf")}
+    assert "sparkfield/conf/spark/log4j2.properties" in data
+    assert data - packed == set()
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"

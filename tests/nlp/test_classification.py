@@ -290,7 +290,7 @@ def test_the_gpu_benchmark_runs_its_cpu_smoke_mode(repo_root):
     if not torch.cuda.is_available():
         done = subprocess.run([sys.executable, script], cwd=repo_root, capture_output=True,
                               text=True, env=env)
-        assert done.returncode == 2
+        assert done.returncode == 77  # make bench goes on past it
         assert done.stdout.splitlines() == [done.stdout.strip()]
         assert done.stdout.startswith("error: no CUDA device")
 
