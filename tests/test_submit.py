@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -142,3 +144,30 @@ def test_spark_remote_in_the_environment_is_one_error_line_not_a_java_exception(
     assert "SPARK_REMOTE=sc://127.0.0.1:15002" in lines[0] and "unset SPARK_REMOTE" in lines[0]
     assert "Exception" not in res.stdout + res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _quick_start() -> list[str]:
+    """The commands of README's quick start (its first code block)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_make_run_does_what_the_quick_start_says():
+    """`make run` as README gives it, from the checkout: the ten best locations printed and
+    the outputs README lists written (fresh ones: a run that fails leaves the old)."""
+    assert _quick_start() == ["make run", "make test"]
+    started = time.time()
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    res = subprocess.run(["make", "run"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=900, env=env)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    printed = res.stdout + res.stderr
+    assert "10 top locations" in printed and "outputs: out/coffee_shops/" in printed
+    out = ROOT / "out" / "coffee_shops"
+    for name in ("top_locations.csv", "map.png", "map.html", "run_report.json"):
+        assert (out / name).stat().st_mtime >= started - 1, name
+    top = pd.read_csv(out / "top_locations.csv")
+    assert top["rank"].tolist() == list(range(1, 11))
+    assert json.loads((out / "run_report.json").read_text())["status"] == "ok"

@@ -4,6 +4,8 @@ stacked profiles, and the schema agreeing with the conf files, the flags and the
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -129,6 +131,23 @@ def test_docs_tables_are_generated_from_the_schemas():
     for path, text in rendered.items():
         assert path.read_text(encoding="utf-8") == text, \
             f"{path.name}: parameter tables are stale: run `make param-tables`"
+
+
+def test_make_param_tables_rewrites_a_stale_table():
+    """The command the stale-table message names, as users run it: it puts the table back."""
+    doc = ROOT / "docs" / "jobs" / "coffee_shops.md"
+    fresh = doc.read_text(encoding="utf-8")
+    row = next(line for line in fresh.splitlines() if line.startswith("| `output` |"))
+    try:
+        doc.write_text(fresh.replace(row, row.replace("atomically", "somehow")), "utf-8")
+        # with this interpreter (the Makefile's default is the project's .venv)
+        res = subprocess.run(["make", "-s", "param-tables", f"PY={sys.executable}"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.stdout.splitlines() == ["updated docs/jobs/coffee_shops.md"]
+        assert doc.read_text(encoding="utf-8") == fresh
+    finally:
+        doc.write_text(fresh, encoding="utf-8")
 
 
 def test_a_table_in_two_files_or_none_is_an_error(tmp_path):
