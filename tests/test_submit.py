@@ -159,7 +159,9 @@ def test_make_run_does_what_the_quick_start_says():
     the outputs README lists written (fresh ones: a run that fails leaves the old)."""
     assert _quick_start() == ["make run", "make test"]
     started = time.time()
-    env = {k: v for k, v in os.environ.items() if k != "SPARK_REMOTE"}
+    # from a user's shell: no Spark Connect address, no flags of a make running this test
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"SPARK_REMOTE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}}
     res = subprocess.run(["make", "run"], cwd=ROOT, capture_output=True, text=True,
                          timeout=900, env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
