@@ -16,6 +16,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# what a make that runs the tests (`make test`) passes to a make they start
+MAKE_VARIABLES = frozenset({"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"})
+
+
+def user_shell_env(*drop: str) -> dict[str, str]:
+    """This environment as a user's shell has it, for a command the docs give: without the
+    variables of a make running the tests (a sub-make prints the folders it enters) or
+    ``drop``."""
+    return {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES and k not in drop}
 FIXTURES = ROOT / "tests" / "fixtures"
 REQUIRE_DATA = "SPARKFIELD_REQUIRE_DATA"
 WIKI_PAGES = ["Natural_language_processing.html", "Information_retrieval.html",

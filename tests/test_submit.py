@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import user_shell_env
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -160,8 +162,7 @@ def test_make_run_does_what_the_quick_start_says():
     assert _quick_start() == ["make run", "make test"]
     started = time.time()
     # from a user's shell: no Spark Connect address, no flags of a make running this test
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"SPARK_REMOTE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}}
+    env = user_shell_env("SPARK_REMOTE")
     res = subprocess.run(["make", "run"], cwd=ROOT, capture_output=True, text=True,
                          timeout=900, env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -4,7 +4,6 @@ stacked profiles, and the schema agreeing with the conf files, the flags and the
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from sparkfield.core.errors import ConfigError
 from sparkfield.core.param_docs import render_docs
 from sparkfield.core.param_flags import APPENDED
 from sparkfield.schemas import SCHEMAS
+from tests.conftest import user_shell_env
 
 ROOT = Path(__file__).resolve().parents[2]
 GEO = SCHEMAS["coffee_shops"]
@@ -134,10 +134,6 @@ def test_docs_tables_are_generated_from_the_schemas():
             f"{path.name}: parameter tables are stale: run `make param-tables`"
 
 
-# what a make that runs the tests (`make test`) passes to a make they start
-MAKE_VARIABLES = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES"}
-
-
 def test_make_param_tables_rewrites_a_stale_table():
     """The command the stale-table message names, as users run it: it puts the table back."""
     doc = ROOT / "docs" / "jobs" / "coffee_shops.md"
@@ -147,7 +143,7 @@ def test_make_param_tables_rewrites_a_stale_table():
         doc.write_text(fresh.replace(row, row.replace("atomically", "somehow")), "utf-8")
         # from a user's shell (no flags of a make running this test), with this interpreter
         # (the Makefile's default is the project's .venv)
-        env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
+        env = user_shell_env()
         res = subprocess.run(["make", "-s", "param-tables", f"PY={sys.executable}"], cwd=ROOT,
                              capture_output=True, text=True, timeout=300, env=env)
         assert res.returncode == 0, res.stdout + res.stderr
