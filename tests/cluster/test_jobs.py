@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import tempfile
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -93,6 +95,18 @@ def test_a_driver_local_checkpoint_dir_is_refused_before_any_work(cluster: Clust
     assert "checkpoint_dir /tmp/sparkfield/checkpoints is on the driver's local disk" \
         in res.stderr
     assert not out.exists()
+
+
+def test_an_output_on_the_drivers_own_disk_is_refused_before_any_work(cluster: Cluster):
+    """Each executor would commit its files on its own /tmp and Spark's job commit would
+    pass with none of them: an empty output with a run report of full counts."""
+    out = Path(tempfile.gettempdir()) / f"coffee-driver-only-{uuid.uuid4().hex[:8]}"
+    res = run_submit("coffee_shops", "--profile", "cluster", "--master", cluster.master,
+                     "--python-env", str(cluster.env), "--output", str(out))
+    assert res.returncode == 2, (res.stdout + res.stderr)[-3000:]
+    assert f"--output {out} is on the driver's local disk" in res.stderr
+    assert not out.exists()
+    assert not list(out.parent.glob(out.name + ".__staging-*"))
 
 
 def _conf_with(cluster: Cluster, checkpoint_dir: str) -> Path:

@@ -1,5 +1,6 @@
 import io
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -26,6 +27,46 @@ def test_atomic_output_replaces_only_on_success(spark, tmp_path):
         out.write_text("b.txt", "third")
         out.write_text("run_report.json", report)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt", "run_report.json"]
+
+
+def test_a_run_that_publishes_while_another_does_fails_and_leaves_the_other_whole(
+        spark, tmp_path, monkeypatch):
+    """Hadoop renames a folder onto an existing one by moving it inside: the other run's
+    output, published between this commit's two renames, must not get this one nested in it."""
+    import sparkfield.core.io as io_module
+
+    final = tmp_path / "out"
+    real = io_module.hadoop_fs
+
+    class Racing:
+        """The file system, with another run publishing as the old output is moved aside."""
+
+        def __init__(self, fs):
+            self.fs = fs
+
+        def __getattr__(self, name):
+            return getattr(self.fs, name)
+
+        def rename(self, src, dst):
+            moved = self.fs.rename(src, dst)
+            if str(src.toUri().getPath()) == str(final) and ".__old-" in str(dst):
+                final.mkdir()
+                (final / "run_report.json").write_text('{"job": "other"}')
+            return moved
+
+    with AtomicOutput(spark, str(final)) as out:
+        out.write_text("run_report.json", '{"job": "t"}')
+    monkeypatch.setattr(io_module, "hadoop_fs", lambda s, p: (Racing(real(s, p)[0]),
+                                                                real(s, p)[1]))
+    out = AtomicOutput(spark, str(final))
+    out.write_text("run_report.json", '{"job": "t", "n": 2}')
+    with pytest.raises(OSError, match="another run published"):
+        out.commit()
+    assert sorted(p.name for p in final.iterdir()) == ["run_report.json"]
+    assert json.loads((final / "run_report.json").read_text()) == {"job": "other"}
+    left = [p.name for p in tmp_path.iterdir() if p.name != "out"]
+    assert left == [out.staging.rsplit("/", 1)[1]]  # the old output moved aside is gone
+    assert json.loads((tmp_path / left[0] / "run_report.json").read_text())["n"] == 2
 
 
 def test_outputs_have_no_checksum_files_and_later_writes_of_the_session_do(spark, tmp_path):
@@ -103,3 +144,30 @@ def test_parts_join_in_partition_order_past_five_digits():
     names = ["part-100000-x-c000.csv", "part-99999-x-c000.csv", "part-00002-x-c000.csv"]
     got = sorted(((n, 1) for n in names), key=_part_number)
     assert [n for n, _ in got] == [names[2], names[1], names[0]]
+
+
+def test_task_files_the_driver_cannot_see_are_an_error_not_an_empty_output(spark, tmp_path,
+                                                                         monkeypatch):
+    """On a cluster, Spark commits a ``file:`` path each executor wrote on its own disk: the
+    driver finds no task files and still writes ``_SUCCESS``. Such a write is simulated here:
+    the writers stop with a ConfigError and publish nothing."""
+    from pyspark.sql import DataFrameWriter
+
+    from sparkfield.core.errors import ConfigError
+
+    def only_success(self, path, *args, **kwargs):
+        target = Path(path.removeprefix("file:"))
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "_SUCCESS").write_text("")
+
+    df = spark.createDataFrame([("a", 1)], "k string, n int")
+    for writer, write in (("parquet", lambda out: out.write_parquet("t", df)),
+                          ("csv", lambda out: out.write_single_csv("t.csv", df))):
+        with monkeypatch.context() as m:
+            m.setattr(DataFrameWriter, writer, only_success)
+            final = tmp_path / f"out_{writer}"
+            with pytest.raises(ConfigError, match="as the driver sees it"), \
+                    AtomicOutput(spark, str(final)) as out:
+                write(out)
+            assert not final.exists()
+            assert not list(tmp_path.glob(f"out_{writer}.__staging-*"))

@@ -225,3 +225,11 @@ def test_corrupt_cached_onnx_export_is_rebuilt_and_reported(spark, tmp_path):
     notes = [n for n in inputs.stats.notes if "rebuilt" in n]  # the export is prepared
     assert len(notes) == 1 and "model.onnx" in notes[0]
     assert (target / "model.onnx").stat().st_size > 1_000_000
+
+
+@pytest.mark.parametrize("uri", ["hdfs://nn:8020/models/minilm", "s3a://bucket/models/minilm"])
+def test_a_model_in_a_store_is_refused_with_the_way_to_fetch_it(uri):
+    """Models are read from the driver's disk and shipped from there: a store's URI would
+    otherwise read as a missing local folder named 'hdfs:'."""
+    with pytest.raises(ModelError, match="on the driver's disk .* copy it from its store"):
+        check_model_dir(uri)

@@ -4,6 +4,7 @@ No object or relation is lost to a key shared by two types; what is left out is 
 reject, counts toward ``max_reject_fraction`` and is named on the console."""
 
 import json
+import re
 import warnings
 
 import pandas as pd
@@ -182,8 +183,11 @@ def test_without_graphviz_an_object_centric_run_keeps_its_outputs(spark, repo_ro
      "object type 'shipper': attribute 'source_key' is reserved"),
     (lambda d: d["objects"].update({"ship:per": d["objects"].pop("shipper")}),
      "object type 'ship:per': an object type name cannot hold ':'"),
+    *[(lambda d, bad=bad: d["objects"].update({bad: d["objects"].pop("shipper")}),
+       re.escape(f"object type {bad!r}: an object type name is a folder name"))
+      for bad in ("../../x", "a/b", "..", "a\\b", "tab\there")],
 ])
-def test_names_that_would_make_ids_ambiguous_are_refused(tmp_path, change, message):
+def test_names_that_would_make_ids_or_folders_ambiguous_are_refused(tmp_path, change, message):
     from sparkfield.process.extraction.mapping import MappingError
 
     doc = _doc(tmp_path)

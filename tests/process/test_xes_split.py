@@ -267,3 +267,29 @@ def test_a_plain_log_with_markup_across_ranges_is_read_by_the_job(spark, tmp_pat
     report = json.loads((out / "run_report.json").read_text())
     assert report["outputs"]["events"] == 72 and report["total_rejects"] == 0
     assert any("read as one range" in n for n in report["notes"])
+
+
+def test_a_gzip_log_cut_between_traces_is_refused(spark, tmp_path):
+    """Spark reads a gzip file as one range, so its end is checked as the range ends."""
+    text = (FIXTURES / "running-example.xes").read_text()
+    cut = tmp_path / "cut.xes.gz"
+    cut.write_bytes(gzip.compress(text[: text.rindex("</trace>") + len("</trace>")].encode()))
+    with pytest.raises(XesError, match="does not end with </log>"):
+        count(read_xes(spark, str(cut)))
+    whole = tmp_path / "whole.xes.gz"
+    whole.write_bytes(gzip.compress(text.encode()))
+    assert count(read_xes(spark, str(whole))) == count(read_xes_on_driver(spark, str(whole)))
+
+
+def test_an_event_before_the_first_trace_is_named(spark, tmp_path):
+    text = (FIXTURES / "running-example.xes").read_text()
+    i = text.index("<trace")
+    stray = '<event><string key="concept:name" value="x"/></event>\n'
+    bad = tmp_path / "early.xes"
+    bad.write_text(text[:i] + stray + text[i:])
+    with pytest.raises(XesError, match="<event> outside <trace>"):
+        count(read_xes(spark, str(bad)))
+    # the same text in a comment is no event
+    fine = tmp_path / "commented.xes"
+    fine.write_text(text[:i] + "<!-- " + stray + " -->\n" + text[i:])
+    assert count(read_xes(spark, str(fine))) == count(read_xes_on_driver(spark, str(fine)))

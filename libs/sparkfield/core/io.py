@@ -22,9 +22,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.csv_header import column_names
-from sparkfield.core.errors import InputError
+from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.filesystem import hadoop_fs
-from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts, csv_header_line
+from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts, csv_header_line, written_parts
+from sparkfield.core.paths import driver_private_path
 from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
 CORRUPT_COL = "_corrupt_record"
@@ -242,6 +243,12 @@ class AtomicOutput:
         problem = output_problem(spark, self.final, job)
         if problem:
             raise InputError(problem)
+        private = driver_private_path(self.final, spark)
+        if private is not None:
+            raise ConfigError(
+                f"--output {final_path} is on the driver's local disk ({private}), which the "
+                f"executors of {spark.sparkContext.master} cannot share: give a path every "
+                "node reaches (hdfs://, s3a://, a shared mount)")
         token = uuid.uuid4().hex[:12]
         self.staging = f"{self.final}.__staging-{token}"
         self._old = f"{self.final}.__old-{token}"
@@ -276,7 +283,9 @@ class AtomicOutput:
     def write_parquet(self, name: str, df: DataFrame, partitions: int | None = None) -> str:
         if partitions:
             df = df.coalesce(partitions)
-        df.write.mode("overwrite").parquet(self.path(name))
+        target = self.path(name)
+        df.write.mode("overwrite").parquet(target)
+        written_parts(self.spark, target)
         return f"{self.final}/{name}"
 
     def write_arrow_rows(self, name: str, rows: ArrowRows) -> str:
@@ -332,8 +341,19 @@ class AtomicOutput:
             if had_old:
                 fs.rename(old, final)
             raise OSError(f"cannot move {self.staging} to {self.final}")
+        # Hadoop renames a folder onto an existing one by moving it inside: another run
+        # published the output between the two renames. Its output stays (newer than the one
+        # moved aside); this one's is moved back out, and the run fails rather than leave one
+        # output nested in the other
+        _, nested = hadoop_fs(self.spark, f"{self.final}/{staging.getName()}")
+        raced = bool(fs.exists(nested))
+        if raced:
+            fs.rename(nested, staging)
         if had_old:
             fs.delete(old, True)
+        if raced:
+            raise OSError(f"another run published {self.final} while this one did: its output "
+                          f"stays; this run's is left in {self.staging}")
 
     def abort(self) -> None:
         try:

@@ -26,8 +26,7 @@ def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -
     ``skip`` bytes of the first file that has any; the folder is then deleted."""
     jvm = spark.sparkContext._jvm
     fs, jparts = hadoop_fs(spark, parts_dir)
-    parts = sorted(((s.getPath().getName(), s.getLen()) for s in fs.listStatus(jparts)
-                    if s.getPath().getName().startswith("part-")), key=_part_number)
+    parts = sorted(written_parts(spark, parts_dir), key=_part_number)
     for name, size in parts:
         if not size:
             continue
@@ -40,6 +39,24 @@ def append_parts(spark: SparkSession, parts_dir: str, out: Any, skip: int = 0) -
         finally:
             stream.close()
     fs.delete(jparts, True)
+
+
+def written_parts(spark: SparkSession, folder: str) -> list[tuple[str, int]]:
+    """(name, size) of the ``part-*`` files Spark's writer left in ``folder``, which holds at
+    least one (the first task writes its file even when every partition is empty). None there
+    means the executors wrote on disks the driver does not see, which Spark's commit of a
+    ``file:`` path on a cluster lets pass: that is a ConfigError, not an empty result."""
+    from sparkfield.core.errors import ConfigError
+
+    fs, jfolder = hadoop_fs(spark, folder)
+    found = [(s.getPath().getName(), s.getLen()) for s in fs.listStatus(jfolder)
+             if s.getPath().getName().startswith("part-")]
+    if not found:
+        raise ConfigError(
+            f"the files the executors wrote are not in {folder} as the driver sees it: the "
+            "output must be on storage every node shares (hdfs://, s3a://, a shared mount), "
+            "not a disk of the driver's own")
+    return found
 
 
 def _part_number(part: tuple[str, int]) -> tuple[int, str]:

@@ -74,6 +74,20 @@ def local_path(path: str, spark=None) -> str:
     return resolved
 
 
+def driver_private_path(path: str, spark) -> str | None:
+    """The driver's local path of ``path`` when the session's master is not local and Hadoop
+    resolves ``path`` under the driver's temp directory (a disk of its own, which the
+    executors cannot share), else None. Other local paths may be shared mounts."""
+    import tempfile
+
+    master = spark.sparkContext.master
+    if master.startswith("local"):
+        return None
+    scheme, where = resolve_path(path, spark)
+    tmp = tempfile.gettempdir().rstrip("/") + "/"
+    return where if scheme == "file" and (where.rstrip("/") + "/").startswith(tmp) else None
+
+
 
 CHECKPOINTS_SUFFIX = ".checkpoints"
 

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.connect import default_parallelism, is_connect, require_classic
-from sparkfield.core.paths import own_checkpoints_name, resolve_path
+from sparkfield.core.paths import driver_private_path, own_checkpoints_name
 from sparkfield.core.report import Stats
 
 
@@ -346,15 +346,13 @@ def checkpoint_location(spark: SparkSession, configured: str | None,
 
     master = spark.sparkContext.master
     if configured:
-        if not _is_local_master(master):
-            scheme, where = resolve_path(configured, spark)
-            tmp = tempfile.gettempdir().rstrip("/") + "/"
-            if scheme == "file" and (where.rstrip("/") + "/").startswith(tmp):
-                raise ConfigError(
-                    f"practices.checkpoint_dir {configured} is on the driver's local disk "
-                    f"({where}), which the executors of {master} cannot share: set it to a "
-                    "path every node reaches (hdfs://, s3a://, a shared mount) or to null "
-                    "(beside the output)")
+        where = driver_private_path(configured, spark)
+        if where is not None:
+            raise ConfigError(
+                f"practices.checkpoint_dir {configured} is on the driver's local disk "
+                f"({where}), which the executors of {master} cannot share: set it to a "
+                "path every node reaches (hdfs://, s3a://, a shared mount) or to null "
+                "(beside the output)")
         return configured, False
     if output:
         jvm = spark.sparkContext._jvm

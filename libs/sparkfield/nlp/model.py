@@ -32,6 +32,10 @@ def default_model_dir() -> Path:
 def check_model_dir(path: str | Path | None) -> Path:
     """The folder, validated: config.json parses, tokenizer files are present, and weights
     are present and whole (their headers match their sizes)."""
+    if path and "://" in str(path):
+        raise ModelError(f"model folder {path}: a model is read from a folder on the driver's "
+                         "disk (and shipped to the executors from there); copy it from its "
+                         "store first (hdfs dfs -get, aws s3 cp --recursive)")
     folder = Path(path) if path else default_model_dir()
     if not folder.is_dir():
         raise ModelError(f"model folder not found: {folder}")

@@ -20,9 +20,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import InputError
 from sparkfield.core.filesystem import hadoop_fs
 from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts
+from sparkfield.core.paths import resolve_path
 from sparkfield.process.eventlog.events import RAW_TS
 from sparkfield.process.eventlog.schema import (
     ACTIVITY,
@@ -53,11 +55,16 @@ class XesError(InputError):
 
 
 def _local_copy(spark: SparkSession, path: str) -> tuple[str, bool]:
-    if "://" not in path or path.startswith("file:"):
-        local = path.removeprefix("file:")
-        if not os.path.isfile(local):
+    """A local file holding the log at ``path`` as Hadoop resolves it (a path without a scheme
+    against ``fs.defaultFS``, as the executors' reader takes it), and whether it is a copy."""
+    if is_connect(spark):  # no Hadoop on the client: the path is the client's own
+        scheme, where = "file", path.removeprefix("file:")
+    else:
+        scheme, where = resolve_path(path, spark)
+    if scheme == "file":
+        if not os.path.isfile(where):
             raise InputError(f"log not found: {path}")
-        return local, False
+        return where, False
     fs, jpath = hadoop_fs(spark, path)
     if not fs.exists(jpath):
         raise InputError(f"log not found: {path}")

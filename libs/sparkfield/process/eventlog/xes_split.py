@@ -68,6 +68,9 @@ from sparkfield.process.eventlog.xes_records import (
 DELIMITER = "<trace"
 _LOG_OPEN = re.compile(r"<(?:[\w.-]+:)?log(?:\s[^>]*)?>", re.S)
 _LOG_CLOSE = re.compile(r"</(?:[\w.-]+:)?log>\s*$")
+# an event's start tag, and the markup that may hold one without opening it
+_EVENT_OPEN = re.compile(r"<(?:[\w.-]+:)?event[\s/>]")
+_NOT_EVENTS = re.compile(r"<!--.*?(?:-->|\Z)|<!\[CDATA\[.*?(?:\]\]>|\Z)|<\?.*?(?:\?>|\Z)", re.S)
 _ENCODING = re.compile(r"""<\?xml[^>]*encoding\s*=\s*["']([^"']+)["']""")
 _UTF8 = {"utf-8", "utf8", "us-ascii", "ascii"}
 # what opens a comment, a CDATA section or a processing instruction, and what closes it
@@ -147,6 +150,9 @@ def read_xes(spark: SparkSession, path: str, partitions: int | None = None,
         return read_xes_on_driver(spark, path)  # the cut is in the prolog's markup
     if log_open is None:
         raise XesError(f"{path}: no <log> element before the first <trace>")
+    if _EVENT_OPEN.search(_NOT_EVENTS.sub("", head[log_open.end():])):
+        # the executors parse traces only: an event in the log's header would be left out
+        raise XesError(f"{path}: <event> outside <trace> before the first trace")
     if not gzipped:
         _require_log_end(spark, path)
     # the document every trace is parsed in: the prolog and <log ...> on one line, so that
@@ -213,10 +219,13 @@ def _positions(path: str, whole: bool):
         start: tuple[int, int, int] = (0, 0, 0)  # pos, line and block of the record in hand
         pieces: list[str] = []
         header = False  # the record in hand is the log's header
+        ended = False  # the text so far ends with the log's end tag
 
         def step(t: str, block: int, opens_range: bool = False) -> Record | None:
             """The record ``t`` completes, if any."""
-            nonlocal pos, line, closer, start, pieces, header
+            nonlocal pos, line, closer, start, pieces, header, ended
+            if whole:
+                ended = _LOG_CLOSE.search(t) is not None
             if closer is None:  # t starts a record
                 start, pieces = (base + pos, line + 1, block), [t]
                 header = opens_range and block == 0
@@ -251,6 +260,8 @@ def _positions(path: str, whole: bool):
                                   np.full(len(texts), block),
                                   log_end=b"</log" in utf8_bytes(texts.slice(len(texts) - 1)))
                 pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
+                if whole:
+                    ended = _LOG_CLOSE.search(texts[len(texts) - 1].as_py()) is not None
                 if out:
                     yield out
                 yield columns
@@ -262,6 +273,10 @@ def _positions(path: str, whole: bool):
             if out:
                 yield out
         if closer is None:
+            # a gzip file (or one range) cut short between two traces would parse as a
+            # shorter log: plain files' ends are checked before the read
+            if whole and not ended:
+                raise XesError(f"{path}: the file does not end with </log> (truncated?)")
             return
         if whole:
             raise XesError(f"{path}: line {start[1]}: malformed XML: {closer!r} missing "

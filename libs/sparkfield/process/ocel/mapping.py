@@ -190,6 +190,12 @@ def _object_type(i: int, name: Any, o: Any, where: str, tables: Tables) -> Objec
     changes = _changes(o, where, tables)
     if ":" in str(name):  # object ids are <type>:<key>, unique only without it
         raise MappingError(f"{where}: an object type name cannot hold ':'")
+    # each type's views are written in a folder of its name, inside the output
+    if str(name) in ("", ".", "..") or any(c in str(name) for c in "/\\") or \
+            not str(name).isprintable():
+        raise MappingError(f"{where}: an object type name is a folder name of the output "
+                           "(ocel_views/<type>/): it cannot be empty, '.' or '..', or hold "
+                           "'/', '\\' or control characters")
     t = ObjectType(
         index=i, name=str(name), source=source_of(o, where, tables), id=str(o["id"]),
         attributes=attributes_of(o.get("attributes"), where), where=o.get("where"),
