@@ -216,3 +216,40 @@ def test_an_object_centric_mapping_rejects_them_with_the_same_reasons(spark):
     assert len(placed) == 1 and len(changed) == 1  # order 3's, at the instants pandas gives
     assert placed[0] == _oracle("2024-07-01 09:00:00", NY)[1].to_pydatetime()
     assert changed[0] == _oracle("2024-07-02 09:00:00", NY)[1].to_pydatetime()
+
+
+# texts with a zone of their own, as Spark's cast reads them, and the instant each names
+ZONED = {"2024-01-15T10:00:00+01": "2024-01-15 09:00:00",
+         "2024-01-15T10:00:00+0130": "2024-01-15 08:30:00",
+         "2024-01-15 10:00:00 UTC": "2024-01-15 10:00:00",
+         "2024-01-15T10:00:00Z": "2024-01-15 10:00:00",
+         "2024-01-15T10:00:00 Europe/Paris": "2024-01-15 09:00:00",
+         "2024-07-15T10:00:00America/New_York": "2024-07-15 14:00:00",
+         "2024-01-15T10:00:00 CET": "2024-01-15 09:00:00",
+         "2024-01-15T10:00:00UTC+1": "2024-01-15 09:00:00",
+         "2024-01-15T10:00:00.5-0500": "2024-01-15 15:00:00.5"}
+
+
+def test_a_time_with_its_own_zone_keeps_it_and_a_naive_one_takes_the_logs(spark):
+    """Only a naive time is read in the log's zone: a zone of the text's own (an hour-only
+    offset, a zone name) is not read again as wall-clock time in Europe/Berlin."""
+    naive = ["2024-01-15 10:00:00", "2024-07-15T10:00:00.123", "2024-01-15T10:00", "2024-01-15"]
+    texts = [*ZONED, *naive]
+    df = spark.createDataFrame([(t,) for t in texts], "t string")
+    got = [r[0] for r in df.select(parse_timestamp(
+        F.col("t"), T.StringType(), "Europe/Berlin", None)).collect()]
+    want = [*(pd.Timestamp(v) for v in ZONED.values()),
+            *(_oracle(t.replace("T", " "), "Europe/Berlin")[1] for t in naive)]
+    assert [pd.Timestamp(g) for g in got] == want
+
+
+@pytest.mark.parametrize("fmt, text, want", [
+    # the text ends like an offset (-2024); the pattern has no zone: a date in the log's zone
+    ("dd-MM-yyyy", "15-01-2024", "2024-01-14 23:00:00"),
+    ("MM-dd-yyyy HH:mm", "07-15-2024 10:00", "2024-07-15 08:00:00"),
+    ("dd-MM-yyyy HH:mmXXX", "15-01-2024 10:00+02:00", "2024-01-15 08:00:00"),
+])
+def test_a_formats_pattern_says_whether_its_times_carry_a_zone(spark, fmt, text, want):
+    df = spark.createDataFrame([(text,)], "t string")
+    got = df.select(parse_timestamp(F.col("t"), T.StringType(), "Europe/Berlin", fmt)).first()[0]
+    assert pd.Timestamp(got) == pd.Timestamp(want)

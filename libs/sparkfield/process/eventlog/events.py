@@ -25,7 +25,13 @@ from sparkfield.process.eventlog.schema import (
 
 RAW_TS = "timestamp_raw"
 REASON = "reject_reason"
-_ZONE = r"(Z|[+-][0-9]{2}:?[0-9]{2})$"
+# a time's own zone, as Spark's cast reads it after the clock time: Z, an offset (+h, +hh,
+# +hhmm, +hh:mm, +hh:mm:ss) or a zone name (UTC, UTC+1, CET, Europe/Paris, with or without a
+# space before it)
+_ZONE = (r"[0-9]:[0-9]{1,2}(:[0-9]{1,2}(\.[0-9]*)?)?\s*([+-][0-9]{1,2}(:?[0-9]{2}){0,2}"
+         r"|[A-Za-z][A-Za-z0-9/_+:-]*)$")
+# a datetime pattern's letters for a zone or an offset, outside its quoted text
+_PATTERN_ZONE = re.compile(r"[VvzOXxZ]")
 
 
 NONEXISTENT = "nonexistent local time"  # a wall-clock time the zone skips (spring forward)
@@ -55,10 +61,22 @@ def wall_clock_columns(col: Column, dtype: T.DataType, fmt: str | None
     if isinstance(dtype, (T.TimestampNTZType, T.DateType)):
         return col.cast("timestamp"), F.lit(True)
     s = F.trim(col.cast("string"))
-    s = F.when(s.rlike(r"^\d{4}-\d{2}-\d{2} \d"), F.regexp_replace(s, " ", "T")).otherwise(s) \
+    s = F.when(s.rlike(r"^\d{4}-\d{2}-\d{2} \d"),  # the date's separator only, not a zone's
+               F.regexp_replace(s, r"^(\d{4}-\d{2}-\d{2}) ", "$1T")).otherwise(s) \
         if fmt is None else s
     parsed = F.try_to_timestamp(s, F.lit(fmt)) if fmt else s.try_cast("timestamp")
-    return parsed, ~s.rlike(_ZONE)
+    zoned = pattern_zone(fmt) if fmt else None
+    return parsed, (~s.rlike(_ZONE) if zoned is None else F.lit(not zoned))
+
+
+def pattern_zone(fmt: str) -> bool | None:
+    """Whether every time a datetime pattern reads carries its own zone (True), none does
+    (False), or some may (None: a zone in an optional section). The pattern says it, not the
+    text: ``dd-MM-yyyy`` reads ``15-01-2024``, which ends like an offset."""
+    letters = re.sub(r"'[^']*'", "", fmt)
+    if not _PATTERN_ZONE.search(letters):
+        return False
+    return None if "[" in letters else True
 
 
 def _zone_problem(local: Column, timezone: str) -> Column:
