@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -79,3 +80,23 @@ def test_a_zombie_lock_holder_counts_as_gone(tmp_path):
     with OutputLock(out, "z") as lock:
         assert lock.held
     child.wait()
+
+
+def test_a_run_in_progress_is_no_partition_to_a_reader_of_the_dates(spark, tmp_path):
+    """A date being written (or left by a run that died) is staged under a hidden name, which
+    ``OUT/run_date=*`` does not match: readers see only committed dates."""
+    from sparkfield.core.io import AtomicOutput
+
+    out = str(tmp_path / "out")
+    with AtomicOutput(spark, partition_path(out, "2024-01-01")) as done:
+        done.write_parquet("events", spark.range(3))
+        done.write_text("run_report.json", '{"job": "t"}')
+    running = AtomicOutput(spark, partition_path(out, "2024-01-02"))
+    running.write_parquet("events", spark.range(5))
+    try:
+        read = spark.read.option("basePath", out).parquet(f"{out}/run_date=*/events")
+        assert read.count() == 3
+        assert [r[0] for r in read.select("run_date").distinct().collect()] == [
+            dt.date(2024, 1, 1)]
+    finally:
+        running.abort()

@@ -52,9 +52,9 @@ def test_killed_run_then_rerun_equals_an_uninterrupted_run(tmp_path, ref):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
                             start_new_session=True)
     deadline = time.time() + 240
-    while time.time() < deadline and not list(tmp_path.glob("out.__staging-*")):
+    while time.time() < deadline and not list(tmp_path.glob(".out.__staging-*")):
         time.sleep(0.05)
-    assert list(tmp_path.glob("out.__staging-*")), "the job never started writing"
+    assert list(tmp_path.glob(".out.__staging-*")), "the job never started writing"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert not out.exists()  # nothing half-written where readers look

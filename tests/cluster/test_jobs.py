@@ -106,7 +106,7 @@ def test_an_output_on_the_drivers_own_disk_is_refused_before_any_work(cluster: C
     assert res.returncode == 2, (res.stdout + res.stderr)[-3000:]
     assert f"--output {out} is on the driver's local disk" in res.stderr
     assert not out.exists()
-    assert not list(out.parent.glob(out.name + ".__staging-*"))
+    assert not list(out.parent.glob(f".{out.name}.__staging-*"))
 
 
 def _conf_with(cluster: Cluster, checkpoint_dir: str) -> Path:

@@ -202,7 +202,9 @@ def _killed_run_leftovers(output: Path) -> Path:
     """What a run killed mid-way leaves: its lock, staging and checkpoints beside the output."""
     dead = {"job": JOB, "host": socket.gethostname(), "pid": 2 ** 22 + 7, "start": "1"}
     Path(f"{output}.lock").write_text(json.dumps(dead))
-    (output.parent / f"{output.name}.__staging-0123456789ab" / "rows").mkdir(parents=True)
+    (output.parent / f".{output.name}.__staging-0123456789ab" / "rows").mkdir(parents=True)
+    # as earlier versions named it
+    (output.parent / f"{output.name}.__staging-ba9876543210" / "rows").mkdir(parents=True)
     checkpoints = output.parent / f".{output.name}.checkpoints"
     part = checkpoints / "5b0c9e6e-dead-run" / "rdd-12" / "part-00000"
     part.parent.mkdir(parents=True)

@@ -170,4 +170,4 @@ def test_task_files_the_driver_cannot_see_are_an_error_not_an_empty_output(spark
                     AtomicOutput(spark, str(final)) as out:
                 write(out)
             assert not final.exists()
-            assert not list(tmp_path.glob(f"out_{writer}.__staging-*"))
+            assert not list(tmp_path.glob(f".out_{writer}.__staging-*"))

@@ -172,12 +172,14 @@ def recover_output(output: str, spark=None) -> list[str]:
     parent = final.parent
     if not parent.is_dir():
         return done
-    olds = sorted(parent.glob(final.name + ".__old-*"))
+    # hidden names, and the visible ones earlier versions gave them
+    olds = sorted(p for n in (f".{final.name}", final.name) for p in parent.glob(n + ".__old-*"))
     if olds and not final.exists():
         olds[-1].rename(final)
         done.append(f"restored {final} from {olds[-1].name}")
         olds = olds[:-1]
-    for leftover in [*olds, *parent.glob(final.name + ".__staging-*")]:
+    stagings = [p for n in (f".{final.name}", final.name) for p in parent.glob(n + ".__staging-*")]
+    for leftover in [*olds, *stagings]:
         shutil.rmtree(leftover, ignore_errors=True)
         done.append(f"removed {leftover.name}")
     checkpoints = parent / own_checkpoints_name(final.name)

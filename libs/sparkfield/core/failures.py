@@ -226,7 +226,8 @@ def _beside(where: str, final: str) -> bool:
     """Whether ``where`` is the output, its staging directory or its checkpoints."""
     name = final.rsplit("/", 1)[-1]
     return (where == final or where.startswith((final + "/", final + ".__"))
-            or f"/{name}.__staging-" in where or f"/{own_checkpoints_name(name)}" in where)
+            or f"/{name}.__staging-" in where or f"/.{name}.__staging-" in where
+            or f"/{own_checkpoints_name(name)}" in where)
 
 
 _LOCAL_DIRS = re.compile(r"No space available in any of the local directories|"

@@ -25,7 +25,7 @@ from sparkfield.core.csv_header import column_names
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.filesystem import hadoop_fs
 from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts, csv_header_line, written_parts
-from sparkfield.core.paths import driver_private_path
+from sparkfield.core.paths import driver_private_path, hidden_sibling
 from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
 CORRUPT_COL = "_corrupt_record"
@@ -250,8 +250,9 @@ class AtomicOutput:
                 f"executors of {spark.sparkContext.master} cannot share: give a path every "
                 "node reaches (hdfs://, s3a://, a shared mount)")
         token = uuid.uuid4().hex[:12]
-        self.staging = f"{self.final}.__staging-{token}"
-        self._old = f"{self.final}.__old-{token}"
+        # hidden: a reader of OUT/run_date=* must not take a run in progress for a partition
+        self.staging = hidden_sibling(self.final, f".__staging-{token}")
+        self._old = hidden_sibling(self.final, f".__old-{token}")
         self.files: list[str] = []
         fs, _ = hadoop_fs(spark, self.staging)
         self._local = fs if fs.getUri().getScheme() == "file" else None

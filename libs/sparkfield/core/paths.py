@@ -74,6 +74,14 @@ def local_path(path: str, spark=None) -> str:
     return resolved
 
 
+def hidden_sibling(path: str, suffix: str) -> str:
+    """``<parent>/.<name><suffix>`` for ``path``: a folder beside it that Spark's partition
+    discovery and readers' globs (``OUT/run_date=*/events``) pass over, as they pass over every
+    name that starts with a dot."""
+    head, sep, name = path.rstrip("/").rpartition("/")
+    return f"{head}{sep}.{name}{suffix}"
+
+
 def driver_private_path(path: str, spark) -> str | None:
     """The driver's local path of ``path`` when the session's master is not local and Hadoop
     resolves ``path`` under the driver's temp directory (a disk of its own, which the
