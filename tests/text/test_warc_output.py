@@ -204,16 +204,28 @@ def test_an_output_pyarrow_cannot_open_is_one_error_line(spark):
     assert "\n" not in text and "ftp://127.0.0.1:1/out" in text and "pyarrow" in text
 
 
+PAGE = {"url": "http://a.test/", "final_url": "http://a.test/", "status": 200,
+        "fetched_at": "2024-05-01T12:00:00Z",
+        "warc_redirects": None, "warc_request": "GET / HTTP/1.1\r\nHost: a.test",
+        "warc_response": "HTTP/1.1 200 OK\r\nContent-Type: text/html",
+        "warc_payload": b"<p>x</p>", "warc_not_modified": False,
+        "warc_refers_uri": None, "warc_refers_date": None}
+
+
 def test_a_part_given_up_leaves_nothing(tmp_path):
     part = _Part(str(tmp_path), "part-00000.warc.gz", ".part-00000.warc.gz.7.tmp")
-    part.add({"url": "http://a.test/", "final_url": "http://a.test/", "status": 200,
-              "fetched_at": "2024-05-01T12:00:00Z",
-              "warc_redirects": None, "warc_request": "GET / HTTP/1.1\r\nHost: a.test",
-              "warc_response": "HTTP/1.1 200 OK\r\nContent-Type: text/html",
-              "warc_payload": b"<p>x</p>", "warc_not_modified": False,
-              "warc_refers_uri": None, "warc_refers_date": None})
+    part.add(PAGE)
     assert [p.name for p in tmp_path.iterdir()] == [".part-00000.warc.gz.7.tmp"]
     part.discard()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_part_whose_folder_is_gone_does_not_make_it_again(tmp_path):
+    """A task still running after its run was stopped (the staging deleted) writes nothing."""
+    gone = tmp_path / "out.__staging-x" / "warc"
+    part = _Part(str(gone), "part-00000.warc.gz", ".part-00000.warc.gz.7.tmp")
+    with pytest.raises(RuntimeError, match="is gone"):
+        part.add(PAGE)
     assert list(tmp_path.iterdir()) == []
 
 

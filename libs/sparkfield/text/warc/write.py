@@ -182,9 +182,15 @@ class _Part:
             self.counts[record.rec_type] += 1
 
     def _open(self) -> None:
+        import pyarrow.fs as pafs
         from warcio.warcwriter import WARCWriter
 
-        self.fs.create_dir(self.final.rsplit("/", 1)[0], recursive=True)
+        # made by the driver (warc_target); gone when the run was stopped and its staging
+        # deleted: a task still running then must not make it again, half written
+        folder = self.final.rsplit("/", 1)[0]
+        if self.fs.get_file_info(folder).type == pafs.FileType.NotFound:
+            raise RuntimeError(f"{folder} is gone (the run was stopped): part {self.name} "
+                               "not written")
         self.stream = self.fs.open_output_stream(self.tmp)
         self.writer = WARCWriter(self.stream, gzip=True, warc_version="1.1")
         self.writer.write_record(self.writer.create_warcinfo_record(self.name, {
