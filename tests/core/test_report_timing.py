@@ -77,6 +77,36 @@ def test_an_error_side_by_side_is_raised_once_every_part_has_ended():
     assert [s["step"] for s in report.steps] == ["broken", "slow", "write"]
 
 
+def test_an_interrupt_side_by_side_goes_on_once_every_part_has_ended():
+    """Ctrl-C while parts write: the caller deletes the output's staging directory next, so no
+    part may still be writing there."""
+    import signal
+
+    report = Stats()
+    ended = []
+
+    def slow():
+        time.sleep(1.0)
+        ended.append("slow")
+
+    main = threading.main_thread().ident
+    threading.Timer(0.2, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        report.side_by_side("write", {"slow": slow, "quick": lambda: None})
+    assert ended == ["slow"]
+
+
+def test_an_aborted_output_makes_no_file_a_late_part_asks_for(spark, tmp_path):
+    from sparkfield.core.io import AtomicOutput
+
+    out = AtomicOutput(spark, str(tmp_path / "out"))
+    out.write_text("a.txt", "a")
+    out.abort()
+    with pytest.raises(OSError, match="aborted; b.txt not written"):
+        out.write_text("b.txt", "b")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_total_is_the_wall_time_and_says_what_the_steps_cover():
     report = RunReport("t")
     with report.step("work"):

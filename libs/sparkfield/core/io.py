@@ -254,12 +254,15 @@ class AtomicOutput:
         self.staging = hidden_sibling(self.final, f".__staging-{token}")
         self._old = hidden_sibling(self.final, f".__old-{token}")
         self.files: list[str] = []
+        self._aborted = False
         fs, _ = hadoop_fs(spark, self.staging)
         self._local = fs if fs.getUri().getScheme() == "file" else None
         if self._local is not None:
             fs.setWriteChecksum(False)  # no .crc side files next to the outputs
 
     def path(self, name: str) -> str:
+        if self._aborted:  # a part still running after the run failed: nothing more is made
+            raise OSError(f"{self.final}: the run's output was aborted; {name} not written")
         self.files.append(name)
         return f"{self.staging}/{name}"
 
@@ -357,6 +360,7 @@ class AtomicOutput:
                           f"stays; this run's is left in {self.staging}")
 
     def abort(self) -> None:
+        self._aborted = True
         try:
             fs, staging = hadoop_fs(self.spark, self.staging)
             if fs.exists(staging):

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -156,9 +156,17 @@ class Stats:
                 finally:
                     _OPEN_STEPS.pop(threading.get_ident(), None)
 
-            with ThreadPoolExecutor(max_workers=len(parts),
-                                    thread_name_prefix="sparkfield-step") as pool:
-                futures = [pool.submit(timed, part, work) for part, work in parts.items()]
+            pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="sparkfield-step")
+            futures = [pool.submit(timed, part, work) for part, work in parts.items()]
+            try:
+                wait(futures)
+            except BaseException:
+                # an interrupt (Ctrl-C also cancels the Spark jobs): the parts end before it
+                # goes on, so none writes after the caller deleted the staging directory
+                _wait_out(futures)
+                raise
+            finally:
+                pool.shutdown(wait=False)
             for f in futures:
                 f.result()
 
@@ -288,3 +296,14 @@ class RunReport(Stats):
             for s in self.steps))
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _wait_out(futures: list[Future], limit_s: float = 120.0) -> None:
+    """Wait for ``futures`` through further interrupts, at most ``limit_s`` seconds."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        try:
+            if not wait(futures, timeout=max(0.0, end - time.monotonic())).not_done:
+                return
+        except KeyboardInterrupt:
+            continue
