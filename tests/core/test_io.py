@@ -171,3 +171,29 @@ def test_task_files_the_driver_cannot_see_are_an_error_not_an_empty_output(spark
                 write(out)
             assert not final.exists()
             assert not list(tmp_path.glob(f".out_{writer}.__staging-*"))
+
+
+def test_a_folders_file_with_its_columns_in_another_order_is_an_error_not_a_remap(spark,
+                                                                                  tmp_path):
+    """Spark maps every file of a folder by position under the first file's header: a file
+    whose columns come in another order would have its values read under the wrong names."""
+    from sparkfield.core.errors import InputError
+    from sparkfield.core.failures import raises_input_errors
+
+    same, moved = tmp_path / "same", tmp_path / "moved"
+    for folder in (same, moved):
+        folder.mkdir()  # the larger file first: Spark reads a folder's largest files first
+        (folder / "a.csv").write_text("case,act,ts\nc1,x,2024-01-01\nc3,z,2024-01-03\n")
+    (same / "b.csv").write_text("case,act,ts\nc2,y,2024-01-02\n")
+    (moved / "b.csv").write_text("ts,case,act\n2024-01-02,c2,y\n")
+    rows = read_csv_strings(spark, str(same)).drop(CORRUPT_COL).collect()
+    assert sorted(tuple(r) for r in rows) == [("c1", "x", "2024-01-01"), ("c2", "y", "2024-01-02"),
+                                              ("c3", "z", "2024-01-03")]
+    with pytest.raises(InputError, match=r"b\.csv: its header is not the first file's"):
+        raises_input_errors(lambda: read_csv_strings(spark, str(moved)).collect())()
+    # a header with a repeated name (renamed by Spark) is left unchecked, not refused
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    for name in ("a.csv", "b.csv"):
+        (dup / name).write_text("k,k\n1,2\n")
+    assert read_csv_strings(spark, str(dup)).drop(CORRUPT_COL).count() == 2

@@ -29,6 +29,8 @@ _ROOT_CAUSES = (
     (re.compile(r"is not a Parquet file|CANNOT_READ_FILE_FOOTER|magic number"),
      "not a Parquet file"),
     (re.compile(r"MalformedInputException|CharacterCodingException"), "not valid text"),
+    (re.compile(r"CSV header does not conform to the schema"),
+     "its header is not the first file's (columns in another order, or other names)"),
 )
 
 

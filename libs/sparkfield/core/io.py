@@ -107,6 +107,8 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
         [T.StructField(c, T.StringType(), True) for c in cols]
         + [T.StructField(CORRUPT_COL, T.StringType(), True)]
     )
+    if _headers_to_check(spark, path, options, cols):
+        options = {**options, "enforceSchema": "false"}
     return (
         spark.read.options(
             header="true", mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COL, **options
@@ -114,6 +116,22 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
         .schema(schema)
         .csv(path)
     )
+
+
+def _headers_to_check(spark: SparkSession, path: str, options: dict[str, str],
+                      cols: list[str]) -> bool:
+    """Whether each file of a folder source gets its header checked against the first's as it
+    is read: Spark otherwise maps every file's values by position under the first file's
+    names, so a file with its columns in another order is read under the wrong names with
+    no word. Checked where Spark can compare (the header's own names are the columns' names:
+    no empty or repeated name renamed) and the caller left ``enforceSchema`` to us."""
+    if any(k.lower() == "enforceschema" for k in options):
+        return False
+    fs, jpath = hadoop_fs(spark, path)
+    if not fs.getFileStatus(jpath).isDirectory():
+        return False
+    first = spark.read.options(**{**options, "header": "false"}).csv(path).first()
+    return first is not None and [v or "" for v in first] == cols
 
 
 def corrupt_record(df: DataFrame) -> Column:
