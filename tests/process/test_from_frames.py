@@ -215,6 +215,10 @@ def test_the_results_stay_usable_after_release(spark):
     (event_log_from_frames, CLASSIC.replace("case_id: order_id, timestamp: placed",
                                             "case_id: order_no, timestamp: placed"),
      r"activity 'Place': case_id expression 'order_no'"),
+    # 1 would be "1.0", matching no case of the integer column of another source
+    (event_log_from_frames, CLASSIC.replace("case_id: order_id, timestamp: placed",
+                                            "case_id: CAST(order_id AS DOUBLE), timestamp: placed"),
+     r"activity 'Place': case_id 'CAST\(order_id AS DOUBLE\)' is a double .* AS BIGINT"),
     (event_log_from_frames, OCEL, "this one is object-centric.*use ocel_from_frames"),
     (ocel_from_frames, CLASSIC, "this one is classic.*use event_log_from_frames"),
     (ocel_from_frames, "conf/event_logs/olist_ocel.yaml", r"pass pathlib.Path"),

@@ -8,6 +8,7 @@ from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from sparkfield.core.io import CORRUPT_COL, corrupt_record
 from sparkfield.process.eventlog.events import (
@@ -47,6 +48,20 @@ def _check_format(spark: SparkSession, act: Activity) -> None:
                            f"{act.timestamp_format!r}: {java_message(first)[:200]}") from None
 
 
+def _case_id(df: DataFrame, act: Activity) -> Column:
+    """The case id as text. A floating-point id is refused: Spark writes 1234 as "1234.0" and
+    12345678 as "1.2345678E7", so the same case from another source (an integer or text
+    column) would become a case of its own."""
+    col = _expr(df, act.case_id, act, "case_id")
+    dtype = df.select(col.alias("c")).schema["c"].dataType
+    if isinstance(dtype, (T.FloatType, T.DoubleType)):
+        raise MappingError(
+            f"activity {act.label!r}: case_id {act.case_id!r} is a {dtype.simpleString()} "
+            "(a column with nulls read as numbers): as text its ids would not match the same "
+            f"cases elsewhere; give CAST({act.case_id} AS BIGINT), or a decimal's cast")
+    return col.cast("string")
+
+
 @dataclass
 class Extracted:
     # event columns + timestamp_raw, local_time_problem (+ _corrupt_record), not validated
@@ -71,7 +86,7 @@ def extract_from(frames: dict[str, DataFrame], mapping: Mapping, fraction: float
         df = frames[act.source]
         if act.where:
             df = df.where(_expr(df, act.where, act, "where"))
-        case = _expr(df, act.case_id, act, "case_id").cast("string")
+        case = _case_id(df, act)
         ts_col = _expr(df, act.timestamp, act, "timestamp")
         if act.timestamp_format:
             _check_format(df.sparkSession, act)
