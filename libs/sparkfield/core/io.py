@@ -130,7 +130,8 @@ def _headers_to_check(spark: SparkSession, path: str, options: dict[str, str],
     fs, jpath = hadoop_fs(spark, path)
     if not fs.getFileStatus(jpath).isDirectory():
         return False
-    first = spark.read.options(**{**options, "header": "false"}).csv(path).first()
+    raw = {**{k: v for k, v in options.items() if k.lower() != "header"}, "header": "false"}
+    first = spark.read.options(**raw).csv(path).first()
     return first is not None and [v or "" for v in first] == cols
 
 

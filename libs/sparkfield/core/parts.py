@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sparkfield.core.errors import ConfigError
 from sparkfield.core.filesystem import hadoop_fs
 
 # Spark's CSV writer options for the parts: no header (one is written before them), quotes
@@ -46,8 +47,6 @@ def written_parts(spark: SparkSession, folder: str) -> list[tuple[str, int]]:
     least one (the first task writes its file even when every partition is empty). None there
     means the executors wrote on disks the driver does not see, which Spark's commit of a
     ``file:`` path on a cluster lets pass: that is a ConfigError, not an empty result."""
-    from sparkfield.core.errors import ConfigError
-
     fs, jfolder = hadoop_fs(spark, folder)
     found = [(s.getPath().getName(), s.getLen()) for s in fs.listStatus(jfolder)
              if s.getPath().getName().startswith("part-")]
