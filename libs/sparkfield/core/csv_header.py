@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from sparkfield.core.filesystem import hadoop_fs
+
 # the options this reader follows (lower case, as Spark compares them); any other means Spark
 HANDLED = {"header", "inferschema", "multiline", "escape", "quote", "sep", "delimiter",
            "columnpruning", "mode", "columnnameofcorruptrecord", "encoding", "charset"}
@@ -157,3 +159,20 @@ def safe_names(row: list[str], case_sensitive: bool) -> list[str]:
         else:
             out.append(name)
     return out
+
+
+def folder_headers_checkable(spark: Any, path: str, options: dict[str, str],
+                             cols: list[str]) -> bool:
+    """Whether each file of a folder source gets its header checked against the first's as it
+    is read: Spark otherwise maps every file's values by position under the first file's
+    names, so a file with its columns in another order is read under the wrong names with
+    no word. Checked where Spark can compare (the header's own names are the columns' names:
+    no empty or repeated name renamed) and the caller left ``enforceSchema`` to us."""
+    if any(k.lower() == "enforceschema" for k in options):
+        return False
+    fs, jpath = hadoop_fs(spark, path)
+    if not fs.getFileStatus(jpath).isDirectory():
+        return False
+    raw = {**{k: v for k, v in options.items() if k.lower() != "header"}, "header": "false"}
+    first = spark.read.options(**raw).csv(path).first()
+    return first is not None and [v or "" for v in first] == cols

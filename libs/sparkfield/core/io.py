@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.csv_header import column_names
+from sparkfield.core.csv_header import column_names, folder_headers_checkable
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.filesystem import hadoop_fs
 from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts, csv_header_line, written_parts
@@ -107,7 +107,7 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
         [T.StructField(c, T.StringType(), True) for c in cols]
         + [T.StructField(CORRUPT_COL, T.StringType(), True)]
     )
-    if _headers_to_check(spark, path, options, cols):
+    if folder_headers_checkable(spark, path, options, cols):
         options = {**options, "enforceSchema": "false"}
     return (
         spark.read.options(
@@ -116,23 +116,6 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
         .schema(schema)
         .csv(path)
     )
-
-
-def _headers_to_check(spark: SparkSession, path: str, options: dict[str, str],
-                      cols: list[str]) -> bool:
-    """Whether each file of a folder source gets its header checked against the first's as it
-    is read: Spark otherwise maps every file's values by position under the first file's
-    names, so a file with its columns in another order is read under the wrong names with
-    no word. Checked where Spark can compare (the header's own names are the columns' names:
-    no empty or repeated name renamed) and the caller left ``enforceSchema`` to us."""
-    if any(k.lower() == "enforceschema" for k in options):
-        return False
-    fs, jpath = hadoop_fs(spark, path)
-    if not fs.getFileStatus(jpath).isDirectory():
-        return False
-    raw = {**{k: v for k, v in options.items() if k.lower() != "header"}, "header": "false"}
-    first = spark.read.options(**raw).csv(path).first()
-    return first is not None and [v or "" for v in first] == cols
 
 
 def corrupt_record(df: DataFrame) -> Column:
