@@ -172,14 +172,17 @@ def recover_output(output: str, spark=None) -> list[str]:
     parent = final.parent
     if not parent.is_dir():
         return done
-    # hidden names, and the visible ones earlier versions gave them
-    olds = sorted(p for n in (f".{final.name}", final.name) for p in parent.glob(n + ".__old-*"))
+
+    def beside(kind: str) -> list[Path]:
+        """The output's folders of ``kind``: hidden, and as earlier versions named them."""
+        return [p for n in (f".{final.name}", final.name) for p in parent.glob(f"{n}.__{kind}-*")]
+
+    olds = sorted(beside("old"))
     if olds and not final.exists():
         olds[-1].rename(final)
         done.append(f"restored {final} from {olds[-1].name}")
         olds = olds[:-1]
-    stagings = [p for n in (f".{final.name}", final.name) for p in parent.glob(n + ".__staging-*")]
-    for leftover in [*olds, *stagings]:
+    for leftover in [*olds, *beside("staging")]:
         shutil.rmtree(leftover, ignore_errors=True)
         done.append(f"removed {leftover.name}")
     checkpoints = parent / own_checkpoints_name(final.name)

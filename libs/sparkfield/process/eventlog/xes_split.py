@@ -219,13 +219,12 @@ def _positions(path: str, whole: bool):
         start: tuple[int, int, int] = (0, 0, 0)  # pos, line and block of the record in hand
         pieces: list[str] = []
         header = False  # the record in hand is the log's header
-        ended = False  # the text so far ends with the log's end tag
+        tail = ""  # the last record's text (with ``whole``: it must close the log)
 
         def step(t: str, block: int, opens_range: bool = False) -> Record | None:
             """The record ``t`` completes, if any."""
-            nonlocal pos, line, closer, start, pieces, header, ended
-            if whole:
-                ended = _LOG_CLOSE.search(t) is not None
+            nonlocal pos, line, closer, start, pieces, header, tail
+            tail = t
             if closer is None:  # t starts a record
                 start, pieces = (base + pos, line + 1, block), [t]
                 header = opens_range and block == 0
@@ -261,7 +260,7 @@ def _positions(path: str, whole: bool):
                                   log_end=b"</log" in utf8_bytes(texts.slice(len(texts) - 1)))
                 pos, line = pos + int(lengths.sum()), line + data.count(b"\n")
                 if whole:
-                    ended = _LOG_CLOSE.search(texts[len(texts) - 1].as_py()) is not None
+                    tail = texts[len(texts) - 1].as_py()
                 if out:
                     yield out
                 yield columns
@@ -275,7 +274,7 @@ def _positions(path: str, whole: bool):
         if closer is None:
             # a gzip file (or one range) cut short between two traces would parse as a
             # shorter log: plain files' ends are checked before the read
-            if whole and not ended:
+            if whole and not _LOG_CLOSE.search(tail):
                 raise XesError(f"{path}: the file does not end with </log> (truncated?)")
             return
         if whole:
