@@ -178,7 +178,7 @@ def _read_failure(exc: BaseException) -> str | None:
         if pattern.search(every):
             why = label
             break
-    last = chain[-1].split(": ", 1)[-1] if chain else ""
+    last = " ".join(chain[-1].split(": ", 1)[-1].split()) if chain else ""  # on one line
     detail = f" ({last.strip()})" if last and last != "None" and len(last) < 200 else ""
     return f"cannot read {path}: {why}{detail}"
 
