@@ -104,6 +104,23 @@ def test_malformed_traces_are_left_to_lxml_which_names_the_error(record):
         lxml_rows(record)
 
 
+def test_list_and_container_attributes_are_kept_as_json():
+    record = ('><string key="concept:name" value="c"/><event>'
+              '<string key="concept:name" value="A"/>'
+              '<list key="items"><string key="meta" value="m"/><values>'
+              '<string key="i" value="pen"/><int key="i" value="2"/>'
+              '<container key="box"><float key="w" value="1.5"/></container>'
+              '</values></list>'
+              '<container key="addr"><string key="city" value="Köln"/>'
+              '<list key="lines"><string key="l" value="a"/><string key="l" value="b"/></list>'
+              '</container><list key="none"/></event></trace>')
+    assert trace_rows(record) is None  # left to lxml
+    (row,) = lxml_rows(record)
+    assert row[:2] == ["c", "A"]
+    assert row[5] == {"items": '["pen", "2", {"w": "1.5"}]',
+                      "addr": '{"city": "Köln", "lines": ["a", "b"]}', "none": "[]"}
+
+
 def _random_record(rng: random.Random) -> str:
     ws = ["", " ", "\n", "\t", "\r\n  "]
     values = ["A", "", "x y", "é", "a>b", "1.5", "'q'"] * 6 + ["a &amp; b", "t\tab"]

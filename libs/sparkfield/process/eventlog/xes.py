@@ -7,6 +7,7 @@ string functions and joins the gzip members of Spark's output parts into one ``.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import tempfile
@@ -41,6 +42,7 @@ _STD = {"concept:name": ACTIVITY, "time:timestamp": RAW_TS, "org:resource": RESO
         "lifecycle:transition": LIFECYCLE}
 _TYPES = {"string", "date", "int", "float", "boolean", "id"}
 _TYPE_TAGS = _TYPES | {"{http://www.xes-standard.org/}" + t for t in _TYPES}
+_COMPOUND = {"list", "container"}
 RAW_SCHEMA = T.StructType([
     T.StructField(CASE, T.StringType()), T.StructField(ACTIVITY, T.StringType()),
     T.StructField(RAW_TS, T.StringType()), T.StructField(RESOURCE, T.StringType()),
@@ -84,25 +86,42 @@ def local_name(tag: object) -> str:
     return tag.rpartition("}")[2] if isinstance(tag, str) else ""
 
 
+def _compound_value(el: Any) -> Any:
+    """A ``<list>`` as the values of its ``<values>`` child (or of its own children where it
+    has none), a ``<container>`` as its children by key; nested compounds alike."""
+    if local_name(el.tag) == "list":
+        values = next((c for c in el if local_name(c.tag) == "values"), el)
+        return [_compound_value(c) if local_name(c.tag) in _COMPOUND else c.get("value")
+                for c in values if local_name(c.tag) in _TYPES | _COMPOUND]
+    return {c.get("key"): _compound_value(c) if local_name(c.tag) in _COMPOUND
+            else c.get("value")
+            for c in el if local_name(c.tag) in _TYPES | _COMPOUND and c.get("key") is not None}
+
+
 def event_values(event: Any) -> list[Any]:
     """activity, time, resource, lifecycle and the other attributes of an ``<event>``
-    element: its direct attribute children (a later key wins; nested values are not
-    flattened)."""
+    element: its direct attribute children (a later key wins). A ``<list>`` or
+    ``<container>`` attribute is kept as JSON text of its values (an array, an object by key);
+    the meta-attributes nested in a typed attribute are not read."""
     std: dict[str, Any] = {}
     attrs: dict[str, Any] = {}
     for child in event:
         tag = child.tag
         # the set lookup settles the usual tags (XES namespace or none) without splitting
-        if tag not in _TYPE_TAGS and local_name(tag) not in _TYPES:
+        if tag in _TYPE_TAGS or local_name(tag) in _TYPES:
+            value = child.get("value")
+        elif local_name(tag) in _COMPOUND:
+            value = json.dumps(_compound_value(child), ensure_ascii=False)
+        else:
             continue
         key = child.get("key")
         if key is None:
             continue
         slot = _STD.get(key)
         if slot:
-            std[slot] = child.get("value")
+            std[slot] = value
         else:
-            attrs[key] = child.get("value")
+            attrs[key] = value
     return [std.get(ACTIVITY), std.get(RAW_TS), std.get(RESOURCE), std.get(LIFECYCLE),
             attrs or None]
 
@@ -119,8 +138,8 @@ def xes_rows(fh: IO[bytes], path: str, line_offset: int = 0) -> Iterator[list[An
     """Event rows ``[case, activity, time, resource, lifecycle, attributes]`` of the XES
     document ``fh``, in document order (each trace's rows once its case name is known).
 
-    Only ``end`` events are handled: an event's attributes are its direct children (nested
-    attribute values are not flattened), and the trace name may come before or after its
+    Only ``end`` events are handled: an event's attributes are its direct children (see
+    :func:`event_values`), and the trace name may come before or after its
     events. Finished elements are cleared, so memory stays bounded by one trace. Errors name
     the line, ``line_offset`` added (a document cut from a larger file)."""
     from lxml import etree
