@@ -104,6 +104,25 @@ def test_csv_rows_that_do_not_parse_are_kept_as_corrupt(spark, tmp_path):
         df.withColumn("reject_reason", F.lit("x")), "t").first()["record"]) == {"a": "1", "b": "2"}
 
 
+def test_csv_rows_with_bytes_that_are_not_utf8_are_malformed_unless_the_encoding_is_given(
+        spark, tmp_path):
+    # two Latin-1 ids that read alike as UTF-8 (both "caf\ufffd") must not merge
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("id,city\ncaf\u00e9,K\u00f6ln\ncaf\u00e8,Paris\nok,Lyon\n".encode("latin-1"))
+    rows = read_csv_strings(spark, str(path)).orderBy("city").collect()
+    assert [r[CORRUPT_COL] is None for r in rows] == [False, True, False]
+    assert rows[0][CORRUPT_COL].startswith("not UTF-8 (bytes read as U+FFFD; give the file's "
+                                           "encoding: ")
+    assert json.loads(rows[0][CORRUPT_COL].partition("): ")[2]) == {"id": "caf\ufffd",
+                                                                     "city": "K\ufffdln"}
+    for spelling in ({"encoding": "ISO-8859-1"}, {"Charset": "iso-8859-1"}):
+        rows = read_csv_strings(spark, str(path), **spelling).orderBy("city").collect()
+        assert [(r["id"], r[CORRUPT_COL]) for r in rows] == [
+            ("caf\u00e9", None), ("ok", None), ("caf\u00e8", None)]
+    assert read_csv_strings(spark, str(path), encoding="UTF-8").where(
+        F.col(CORRUPT_COL).isNotNull()).count() == 2
+
+
 def _spark_single_csv(df, folder) -> bytes:
     """Oracle: the file Spark writes from one partition (the rows in the same order, the
     values' white space kept as the writer keeps it)."""

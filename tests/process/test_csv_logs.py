@@ -42,3 +42,22 @@ def test_read_line_by_line_the_rest_of_a_split_row_is_a_reject_not_an_event(spar
         ("c1", "a"), ("c1", "b"), ("c2", "a")]
     assert ev["attributes"].iloc[0]["note"] == "first line"  # why it is for files without
     assert sum(res.report.rejects[k].get("malformed row", 0) for k in res.report.rejects) == 2
+
+
+def test_a_log_that_is_not_utf8_has_its_rows_rejected_not_its_cases_merged(spark, repo_root,
+                                                                           tmp_path):
+    log = tmp_path / "latin1.csv"
+    log.write_bytes("case,act,ts\ncaf\u00e9,a,2021-01-01T00:00:00Z\n"
+                    "caf\u00e8,b,2021-01-01T00:01:00Z\nok,a,2021-01-02T00:00:00Z\n"
+                    .encode("latin-1"))
+    cfg = load_config("process_mining", "local", repo_root / "conf", {"job": {
+        "log": str(log), "output": None, "render_map": False,
+        "columns": {"case": "case", "activity": "act", "timestamp": "ts"}}})
+    res = run_process_mining(spark, cfg)
+    assert [r["case_id"] for r in res.events.select("case_id").collect()] == ["ok"]
+    assert sum(res.report.rejects[k].get("malformed row", 0) for k in res.report.rejects) == 2
+    cfg = load_config("process_mining", "local", repo_root / "conf", {"job": {
+        **cfg.job, "csv_encoding": "iso-8859-1"}})
+    res = run_process_mining(spark, cfg)
+    assert sorted(r["case_id"] for r in res.events.select("case_id").collect()) == [
+        "caf\u00e8", "caf\u00e9", "ok"]

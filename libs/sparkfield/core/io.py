@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkfield.core.csv_header import column_names, folder_headers_checkable
+from sparkfield.core.csv_utf8 import mark_not_utf8, reads_utf8
 from sparkfield.core.errors import ConfigError, InputError
 from sparkfield.core.filesystem import hadoop_fs
 from sparkfield.core.parts import CSV_PART_OPTIONS, append_parts, csv_header_line, written_parts
@@ -97,7 +98,8 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
     """A CSV with every column as string plus ``_corrupt_record`` for rows that do not parse
     (wrong number of fields, broken quoting). Typing is left to the caller, who can then say
     exactly why a value is unusable instead of Spark silently turning it into null. Read with
-    :func:`csv_options`, so quoted line breaks stay inside their field."""
+    :func:`csv_options`, so quoted line breaks stay inside their field; a row with bytes that
+    are not UTF-8 (read as UTF-8) is a malformed row too."""
     require_path(spark, path, "input")
     options = csv_options(**options)
     cols = column_names(spark, path, options)  # without scanning the file
@@ -109,13 +111,10 @@ def read_csv_strings(spark: SparkSession, path: str, **options: str) -> DataFram
     )
     if folder_headers_checkable(spark, path, options, cols):
         options = {**options, "enforceSchema": "false"}
-    return (
-        spark.read.options(
-            header="true", mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COL, **options
-        )
-        .schema(schema)
-        .csv(path)
-    )
+    df = (spark.read.options(header="true", mode="PERMISSIVE",
+                             columnNameOfCorruptRecord=CORRUPT_COL, **options)
+          .schema(schema).csv(path))
+    return mark_not_utf8(df, cols, CORRUPT_COL) if reads_utf8(options) else df
 
 
 def corrupt_record(df: DataFrame) -> Column:

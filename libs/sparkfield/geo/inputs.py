@@ -106,7 +106,8 @@ def _csv_strings(spark: SparkSession, path: str, **options: str) -> DataFrame:
     if not is_bundled(path):
         return read_csv_strings(spark, path, **options)
     options = {k: v for k, v in csv_options(**options).items()
-               if k.lower() != "multiline"}  # one record per element
+               # one record per element, already decoded
+               if k.lower() not in ("multiline", "encoding", "charset")}
     records = _records(bundled_text(path))
     cols = _header(records[0]) if records else []
     if not cols:
@@ -189,12 +190,14 @@ def read_crimes(
     fraction: float | None = None,
     seed: int = 42,
     multiline: bool = True,
+    encoding: str = "utf-8",
 ) -> CrimeInput:
     """Police open-data CSV (``TYPE,...,X,Y``) or the same with ``Latitude``/``Longitude``
     (or ``LAT``/``LON``), each row used, ignored or rejected (:func:`classify_crimes`).
     ``multiline=False`` reads the file line by line (splittable; a quoted line break then
-    makes malformed rows)."""
-    raw = sample(_csv_strings(spark, path, multiLine=str(multiline).lower()), fraction, seed)
+    makes malformed rows); ``encoding``: the file's (see :func:`read_csv_strings`)."""
+    raw = sample(_csv_strings(spark, path, multiLine=str(multiline).lower(),
+                              encoding=encoding), fraction, seed)
     columns = find_crime_columns(raw.columns, path)
     return CrimeInput.of(classify_crimes(raw, columns, categories, ignored_types, area), path)
 
@@ -396,13 +399,15 @@ def _geojson_stations(text: str, path: str, area: StudyArea) -> PointInput:
     return out
 
 
-def read_stations(spark: SparkSession, path: str, area: StudyArea) -> PointInput:
-    """Stations as CSV (``station,longitude,latitude``) or GeoJSON point features."""
+def read_stations(spark: SparkSession, path: str, area: StudyArea,
+                  encoding: str = "utf-8") -> PointInput:
+    """Stations as CSV (``station,longitude,latitude``, in ``encoding``) or GeoJSON point
+    features."""
     _require(spark, path, "stations file")
     if path.endswith((".geojson", ".json")):
         return _geojson_stations(bundled_text(path) if is_bundled(path)
                                  else read_text_file(spark, path), path, area)
-    frame = _small_csv(spark, path)
+    frame = _small_csv(spark, path, encoding=encoding)
     cols = [c for c in frame.columns if c != CORRUPT_COL]
     name_col = _find(cols, "station", "name")
     lon_col, lat_col = _find(cols, "longitude", "lon", "long"), _find(cols, "latitude", "lat")
@@ -412,11 +417,13 @@ def read_stations(spark: SparkSession, path: str, area: StudyArea) -> PointInput
 
 
 def read_competitors(
-    spark: SparkSession, path: str, area: StudyArea, city_filter: dict[str, str]
+    spark: SparkSession, path: str, area: StudyArea, city_filter: dict[str, str],
+    encoding: str = "utf-8",
 ) -> PointInput:
-    """The Starbucks ``directory.csv`` schema (filtered to the city) or a plain lon/lat CSV."""
+    """The Starbucks ``directory.csv`` schema (filtered to the city) or a plain lon/lat CSV,
+    in ``encoding``."""
     _require(spark, path, "competitors file")
-    frame = _small_csv(spark, path)
+    frame = _small_csv(spark, path, encoding=encoding)
     cols = [c for c in frame.columns if c != CORRUPT_COL]
     lon_col, lat_col = _find(cols, "Longitude", "lon", "long"), _find(cols, "Latitude", "lat")
     if lon_col is None or lat_col is None:

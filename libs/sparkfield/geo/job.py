@@ -139,9 +139,11 @@ def read_inputs(spark: SparkSession, p: CoffeeShopsParams, paths: InputPaths, se
     :class:`InputError` when no station is usable."""
     area = StudyArea(**asdict(p.study_area))
     crime_in = read_crimes(spark, paths.crimes, p.categories, p.ignored_types, area, p.sample,
-                           seed, multiline=p.inputs.csv_multiline)
-    stations_in = read_stations(spark, paths.stations, area)
-    competitors_in = read_competitors(spark, paths.competitors, area, p.competitor_filter)
+                           seed, multiline=p.inputs.csv_multiline,
+                           encoding=p.inputs.csv_encoding)
+    stations_in = read_stations(spark, paths.stations, area, encoding=p.inputs.csv_encoding)
+    competitors_in = read_competitors(spark, paths.competitors, area, p.competitor_filter,
+                                      encoding=p.inputs.csv_encoding)
     if stations_in.points.empty:
         raise InputError(f"{paths.stations}: no usable station ({_why_empty(stations_in)})")
     return crime_in, stations_in, competitors_in

@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+from sparkfield.core.csv_utf8 import ENCODINGS
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.params import JobSchema, Param
 
@@ -19,6 +20,9 @@ COFFEE_SHOPS = JobSchema("coffee_shops", [
     Param("inputs.csv_multiline", "bool", True, "CSV inputs may hold quoted line breaks "
           "inside a field (read as spreadsheets read them); false lets Spark split a large "
           "crimes file known to have none", flag="--csv-multiline"),
+    Param("inputs.csv_encoding", "str", "utf-8", "the CSV inputs' encoding; a row with bytes "
+          "that are not UTF-8 read as UTF-8 is a malformed row", flag="--csv-encoding",
+          choices=ENCODINGS),
     Param("search.grid_step_m", "float", 10.0, "lattice spacing in metres",
           flag="--grid-step-m", gt=0),
     Param("search.search_radius_m", "float", 1000.0, "search radius around each station",

@@ -52,7 +52,8 @@ def _read_parquet_log(spark: SparkSession, path: str) -> DataFrame:
 
 
 def read_log(spark: SparkSession, path: str, cols: Any, timezone: str = "UTC",
-             one_range: bool = False, csv_multiline: bool = True) -> DataFrame:
+             one_range: bool = False, csv_multiline: bool = True,
+             csv_encoding: str = "utf-8") -> DataFrame:
     """Raw rows with the event columns, ``timestamp_raw``, ``local_time_problem`` (a naive
     time ``timezone`` skips or repeats) and file order in ``row_order``;
     ``one_range``: a plain XES file read as one range (see :func:`read_xes`);
@@ -70,7 +71,8 @@ def read_log(spark: SparkSession, path: str, cols: Any, timezone: str = "UTC",
             F.lit(0).alias(SRC_ORDER), ROW_ORDER, RAW_TS, problem.alias(LOCAL_PROBLEM),
         )
     if fmt == "csv":
-        df = read_csv_strings(spark, path, multiLine=str(csv_multiline).lower())
+        df = read_csv_strings(spark, path, multiLine=str(csv_multiline).lower(),
+                              encoding=csv_encoding)
     else:
         require_path(spark, path, "log")
         df = _read_parquet_log(spark, path)

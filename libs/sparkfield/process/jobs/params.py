@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
 
+from sparkfield.core.csv_utf8 import ENCODINGS
 from sparkfield.core.errors import ConfigError
 from sparkfield.core.param_flags import AppendFlag
 from sparkfield.core.params import JobSchema, Param
@@ -249,6 +250,9 @@ PROCESS_MINING = JobSchema("process_mining", [
     Param("csv_multiline", "bool", True, "a CSV log may hold quoted line breaks inside a "
           "field (read as spreadsheets read it); false lets Spark split a large log known to "
           "have none", flag="--csv-multiline"),
+    Param("csv_encoding", "str", "utf-8", "a CSV log's encoding; a row with bytes that are "
+          "not UTF-8 read as UTF-8 is a malformed row", flag="--csv-encoding",
+          choices=ENCODINGS),
     _CLASSIFIER,
     Param("dedupe", "bool", False, "reject exact repeats (a log is taken as it is by "
           "default)"),

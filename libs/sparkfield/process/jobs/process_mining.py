@@ -55,7 +55,7 @@ def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
                     "<trace crosses the end of a byte range: the log was read as one range")
     with report.step("read_log"):
         raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone, one_range,
-                                     p.csv_multiline),
+                                     p.csv_multiline, p.csv_encoding),
                            p.sample, seed)
     classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
     return finish(spark, p, classified, F.lit("log"), report, {0: "log"},
