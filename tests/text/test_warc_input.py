@@ -15,7 +15,7 @@ from warcio.warcwriter import WARCWriter
 from sparkfield.core.conf import load_config
 from sparkfield.core.errors import InputError
 from sparkfield.text import run
-from sparkfield.text.warc.files import list_warc_files
+from sparkfield.text.warc.files import list_warc_files, on_default_fs
 from tests.conftest import job_module
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,3 +172,19 @@ def test_a_relative_path_with_a_colon_is_local(tmp_path, monkeypatch):
         list_warc_files("crawl:2025/a.warc")
     with pytest.raises(InputError, match="cannot open its filesystem"):
         list_warc_files("nosuchscheme://host/x.warc")
+
+
+def test_a_path_without_a_scheme_is_on_the_default_filesystem(spark, tmp_path):
+    # as Spark's own inputs: on a cluster whose fs.defaultFS is HDFS, /data/crawl is there
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = hconf.get("fs.defaultFS")
+    try:
+        hconf.set("fs.defaultFS", "hdfs://127.0.0.1:9")
+        assert on_default_fs(spark, "/data/crawl/*.warc.gz") == \
+            "hdfs://127.0.0.1:9/data/crawl/*.warc.gz"
+        assert on_default_fs(spark, "file:/data/crawl") == "file:/data/crawl"
+        assert on_default_fs(spark, "s3://b/crawl") == "s3://b/crawl"
+    finally:
+        hconf.set("fs.defaultFS", before)
+    assert on_default_fs(spark, str(tmp_path)) == str(tmp_path)
+    assert on_default_fs(spark, "crawl:2024/a.warc") == "crawl:2024/a.warc"

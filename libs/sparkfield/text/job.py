@@ -69,7 +69,7 @@ from sparkfield.text.crawl.state import (
 from sparkfield.text.pages.charset import REPLACEMENT
 from sparkfield.text.pages.saved import pages_from_html_dir, parse_partitions
 from sparkfield.text.params import BAG_OF_WORDS, BagOfWordsParams, Derived, derive
-from sparkfield.text.warc.files import list_warc_files
+from sparkfield.text.warc.files import list_warc_files, on_default_fs
 from sparkfield.text.warc.read import (
     TEXT_TYPE,
     read_warc,
@@ -200,7 +200,7 @@ def _archived_pages(spark: SparkSession, p: BagOfWordsParams, d: Derived, stats:
     """The pages and rejects of a web archive, one page a URL (:func:`_latest_captures`). The
     records are read once: cached until ``reading`` closes (once the pages are cached), the
     rejects kept until ``stack`` closes."""
-    listing = list_warc_files(d.path)
+    listing = list_warc_files(on_default_fs(spark, d.path))
     if listing.revisits:
         stats.counts["directory_links_not_followed"] = listing.revisits
         stats.note(f"{listing.revisits} directory link(s) under {d.path} lead to a folder read "

@@ -18,7 +18,8 @@ BAG_OF_WORDS = JobSchema("bag_of_words", [
     Param("source.pages", "str", None, "Parquet pages/ of an earlier run", flag="--pages",
           group="source"),
     Param("source.warc", "str", None, "web archive: a WARC/WET file (.warc, .warc.gz), a "
-          "folder of them or a glob; local, file:, hdfs:// or s3:// (pyarrow.fs)",
+          "folder of them or a glob; file:, hdfs:// or s3:// (pyarrow.fs), or a path without "
+          "a scheme on fs.defaultFS (local unless the cluster's default is another)",
           flag="--warc", group="source"),
     Param("vocab_size", "int", 200, "the most frequent tokens kept", flag="--vocab-size",
           ge=1),

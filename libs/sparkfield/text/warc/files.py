@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkfield.core.connect import is_connect
 from sparkfield.core.errors import InputError
+from sparkfield.core.paths import resolve_path
 from sparkfield.text.pages.listing import walk_local
 
 _GLOB = set("*?[")
@@ -28,6 +30,20 @@ class Listing:
     files: list[tuple[str, int]]
     unreadable: dict[str, str] = field(default_factory=dict)
     revisits: int = 0
+
+
+def on_default_fs(spark: Any, path: str) -> str:
+    """``path`` as Spark's inputs take it: one without a scheme on a cluster whose
+    ``fs.defaultFS`` is not local is on that filesystem, and becomes its URI
+    (``/data/crawl`` -> ``hdfs://nn:8020/data/crawl``); a URI, or a path where the default is
+    local, stays as written."""
+    if _URI.match(path):
+        return path
+    try:
+        scheme, where = resolve_path(path, None if is_connect(spark) else spark)
+    except Exception:  # a name Hadoop takes for a URI ("crawl:2024"): a local path
+        return path
+    return path if scheme == "file" else where
 
 
 def open_filesystem(uri: str) -> tuple[Any, str]:

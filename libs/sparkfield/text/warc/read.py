@@ -49,7 +49,7 @@ from sparkfield.text.crawl.request import http_reason
 from sparkfield.text.pages.charset import declared_codec, decode_page, header_charset
 from sparkfield.text.pages.saved import parse_partitions
 from sparkfield.text.pages.sniff import sent_as_html_type
-from sparkfield.text.warc.files import Listing, list_warc_files, open_filesystem
+from sparkfield.text.warc.files import Listing, list_warc_files, on_default_fs, open_filesystem
 from sparkfield.text.warc.http_body import BodyError, coding_list, dechunk, decode_body
 from sparkfield.text.warc.seek import (
     CHUNK,
@@ -525,9 +525,10 @@ def read_warc(spark: SparkSession, path: str, max_bytes: int = 5_000_000,
               listing: Listing | None = None) -> DataFrame:
     """The rows (RECORDS_SCHEMA) of the WARC/WET files of ``path``, read by the executors:
     pages, rejects, and the records counted by type and by why they are not pages. A file
-    listed but not readable (a broken link) is a reject of reason ``unreadable``. ``listing``:
-    :func:`list_warc_files`'s of ``path``, where the caller has it already."""
-    listing = listing or list_warc_files(path)
+    listed but not readable (a broken link) is a reject of reason ``unreadable``. ``path``
+    without a scheme is on ``fs.defaultFS`` (:func:`on_default_fs`). ``listing``:
+    :func:`list_warc_files`'s of that path, where the caller has it already."""
+    listing = listing or list_warc_files(on_default_fs(spark, path))
     records = _read_listed(spark, listing, max_bytes)
     if not listing.unreadable:
         return records
