@@ -3,7 +3,9 @@ text), so a re-run embeds only texts it has not seen before.
 
 Layout: ``<cache_dir>/<key>/part-<time>-<token>/`` Parquet folders (text_hash, embedding,
 truncated, model_id, engine), one per run that added something. A run writes its folder under a
-``_staging-`` name and renames it into place, so readers never see a half-written part."""
+``_staging-`` name and renames it into place, so readers never see a half-written part; a
+write that fails removes its staging folder, and one left by a run that died (a day old) is
+removed by the next run that adds to the store."""
 
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ STORE_SCHEMA = T.StructType([
     T.StructField("model_id", T.StringType(), False),
     T.StructField("engine", T.StringType(), False),
 ])
+
+
+STAGING = "_staging-"
+DEAD_AFTER_S = 24 * 3600
 
 
 def text_hash(col: str = "text"):
@@ -63,17 +69,39 @@ class EmbeddingStore:
 
     def add(self, fresh: DataFrame) -> str:
         """Append ``fresh`` (text_hash, embedding, truncated) as one new part."""
+        self._remove_dead_staging()
         name = f"part-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
-        staging = f"{self.folder}/_staging-{name}"
-        fresh.select("text_hash", "embedding", "truncated",
-                     F.lit(self.model_id).alias("model_id"),
-                     F.lit(self.engine).alias("engine")).write.parquet(staging)
+        staging = f"{self.folder}/{STAGING}{name}"
         fs, src = hadoop_fs(self.spark, staging)
+        try:
+            fresh.select("text_hash", "embedding", "truncated",
+                         F.lit(self.model_id).alias("model_id"),
+                         F.lit(self.engine).alias("engine")).write.parquet(staging)
+        except BaseException:  # a failed task, an interrupt: no folder left behind
+            fs.delete(src, True)
+            raise
         _, dst = hadoop_fs(self.spark, f"{self.folder}/{name}")
         if not fs.rename(src, dst):
             fs.delete(src, True)
             raise OSError(f"cannot move {staging} into the embedding store")
         return f"{self.folder}/{name}"
+
+    def _remove_dead_staging(self) -> None:
+        """Staging folders with nothing in them changed for :data:`DEAD_AFTER_S`: left by a
+        run that died before it could remove its own (a run still writing changes files)."""
+        fs, jpath = hadoop_fs(self.spark, self.folder)
+        if not fs.exists(jpath):
+            return
+        cutoff = (time.time() - DEAD_AFTER_S) * 1000
+        for s in fs.listStatus(jpath):
+            if not s.getPath().getName().startswith(STAGING) or s.getModificationTime() > cutoff:
+                continue
+            files = fs.listFiles(s.getPath(), True)
+            newest = s.getModificationTime()
+            while files.hasNext():
+                newest = max(newest, files.next().getModificationTime())
+            if newest < cutoff:
+                fs.delete(s.getPath(), True)
 
 
 def lookup(good: DataFrame, stored: DataFrame) -> DataFrame:
