@@ -251,3 +251,34 @@ def test_recovery_keeps_the_checkpoints_this_process_still_reads(spark, tmp_path
         assert cut.count() == 50
     finally:
         spark.sparkContext.setCheckpointDir(original)
+
+
+def test_of_two_outputs_moved_aside_the_newest_is_restored(tmp_path):
+    output = tmp_path / "out"
+    # names sort against their age: the random token must not decide
+    for token, content, age in (("ffff", "older", 7200), ("0000", "newer", 60)):
+        old = tmp_path / f".out.__old-{token}"
+        old.mkdir()
+        (old / "what").write_text(content)
+        then = os.path.getmtime(old) - age
+        os.utime(old, (then, then))
+    done = recover_output(str(output))
+    assert (output / "what").read_text() == "newer"
+    assert done[0] == f"restored {output} from .out.__old-0000"
+    assert not (tmp_path / ".out.__old-ffff").exists()
+
+
+def test_a_recovery_that_fails_releases_the_lock(spark, tmp_path, capsys, monkeypatch):
+    output = tmp_path / "out"
+
+    def fails(*_a, **_k):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".out.__old-1"))
+
+    monkeypatch.setattr(cli, "recover_output", fails)
+    code, err = _run_job(spark, output, lambda out: out.write_text("a.txt", "a"), capsys)
+    assert code == cli.EXIT_BAD_INPUT
+    assert "cannot clean up after an interrupted run" in err and "Permission denied" in err
+    assert not Path(f"{output}.lock").exists()
+    monkeypatch.undo()
+    code, err = _run_job(spark, output, lambda out: out.write_text("a.txt", "a"), capsys)
+    assert code == 0, err

@@ -177,7 +177,8 @@ def recover_output(output: str, spark=None) -> list[str]:
         """The output's folders of ``kind``: hidden, and as earlier versions named them."""
         return [p for n in (f".{final.name}", final.name) for p in parent.glob(f"{n}.__{kind}-*")]
 
-    olds = sorted(beside("old"))
+    # oldest to newest: the last is the output an interrupted commit moved aside last
+    olds = sorted(beside("old"), key=lambda p: p.stat().st_mtime)
     if olds and not final.exists():
         olds[-1].rename(final)
         done.append(f"restored {final} from {olds[-1].name}")
