@@ -78,7 +78,7 @@ def test_atomic_output_replaces_only_an_earlier_job_output(spark, tmp_path):
         AtomicOutput(spark, str(final), "coffee_shops")
     with AtomicOutput(spark, str(final), "event_log") as out:
         out.write_text("run_report.json", json.dumps({"job": "event_log"}))
-    assert sorted(p.name for p in final.iterdir()) == ["run_report.json"]
+    assert sorted(p.name for p in final.iterdir()) == ["_SUCCESS", "run_report.json"]
 
 
 # --- locks -----------------------------------------------------------------------------------

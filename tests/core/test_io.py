@@ -23,10 +23,12 @@ def test_atomic_output_replaces_only_on_success(spark, tmp_path):
         raise RuntimeError("job failed half way")
     assert (tmp_path / "out" / "a.txt").read_text() == "first"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # staging removed
+    assert (tmp_path / "out" / "_SUCCESS").exists()  # the previous output is whole still
     with AtomicOutput(spark, final) as out:
         out.write_text("b.txt", "third")
         out.write_text("run_report.json", report)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b.txt", "run_report.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "_SUCCESS", "b.txt", "run_report.json"]
 
 
 def test_a_run_that_publishes_while_another_does_fails_and_leaves_the_other_whole(

@@ -37,7 +37,7 @@ def full_run(spark, repo_root, tmp_path_factory):
 def test_outputs_are_complete(full_run):
     result, out = full_run
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["candidates", "map.html", "map.png", "rejects", "run_report.json",
+    assert names == ["_SUCCESS", "candidates", "map.html", "map.png", "rejects", "run_report.json",
                      "stations.csv", "top_locations.csv"]
     assert not list(out.parent.glob("*__staging*"))
     top = pd.read_csv(out / "top_locations.csv")

@@ -12,7 +12,7 @@ from sparkfield.process.eventlog.xes import XesError
 
 from . import pm4py_oracle
 
-OUTPUTS = ["activities.csv", "cases.csv", "conformance", "dfg.csv",
+OUTPUTS = ["_SUCCESS", "activities.csv", "cases.csv", "conformance", "dfg.csv",
            "end_activities.csv", "event_log.csv.gz", "event_log.xes.gz", "events", "model",
            "process_map.dot", "process_map.svg", "rejects", "run_report.json",
            "start_activities.csv", "statistics", "variants.csv"]

@@ -2,7 +2,8 @@
 
 Outputs go to a staging directory beside the final one and are swapped into place only when
 the whole job succeeded, so a failed run leaves the previous result untouched and a repeated
-run never leaves a mix of two. All file operations go through Hadoop's FileSystem API, so the
+run never leaves a mix of two; ``_SUCCESS`` is written last (on an object store a folder's
+rename copies file after file). All file operations go through Hadoop's FileSystem API, so the
 same code writes to local disk, HDFS or an object store.
 """
 
@@ -30,11 +31,11 @@ from sparkfield.core.paths import driver_private_path, hidden_sibling
 from sparkfield.core.worker_parquet import ArrowRows, codec, write_worker_parquet
 
 CORRUPT_COL = "_corrupt_record"
+SUCCESS = "_SUCCESS"  # an output's last file: whole once it is there (see docs/operations.md)
 
 REJECTS_SCHEMA = T.StructType([T.StructField("source", T.StringType(), False),
                                T.StructField("reason", T.StringType(), False),
                                T.StructField("record", T.StringType(), True)])
-
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:
@@ -340,6 +341,9 @@ class AtomicOutput:
         if parent is not None and not fs.exists(parent):
             fs.mkdirs(parent)
         had_old = bool(fs.exists(final))
+        _, mark = hadoop_fs(self.spark, f"{self.final}/{SUCCESS}")
+        if had_old:  # first: where a rename is a copy, no reader takes the swap for an output
+            fs.delete(mark, False)
         if had_old and not fs.rename(final, old):
             raise OSError(f"cannot move previous output {self.final} aside")
         if not fs.rename(staging, final):
@@ -359,6 +363,7 @@ class AtomicOutput:
         if raced:
             raise OSError(f"another run published {self.final} while this one did: its output "
                           f"stays; this run's is left in {self.staging}")
+        fs.create(mark, True).close()
 
     def abort(self) -> None:
         self._aborted = True
