@@ -302,3 +302,17 @@ def test_every_param_is_in_the_manual(repo_root):
     for stage in (TextClassifier(), TokenClassifier()):
         for param in stage.params:
             assert f"`{param.name}`" in manual, param.name
+
+
+def test_a_model_saved_again_in_the_same_folder_is_loaded_again(texts, real_sentences,
+                                                                 tmp_path):
+    # a notebook retrains and saves into the same folder: the workers, kept between jobs,
+    # must not go on with the encoder they built for the folder's earlier model
+    folder = build(tmp_path / "model", "ForSequenceClassification", LABELS, seed=3)
+    first = _by_id(classify_texts(texts, str(folder), probabilities=True, device="cpu"))
+    build(folder, "ForSequenceClassification", LABELS, seed=4)
+    again = _by_id(classify_texts(texts, str(folder), probabilities=True, device="cpu"))
+    oracle = _oracle(folder, real_sentences)
+    for i, theirs in enumerate(oracle):
+        _same(again[f"s{i:02d}"], theirs)
+    assert any(again[k]["probabilities"] != first[k]["probabilities"] for k in first)

@@ -18,9 +18,13 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 
-def alias_of(path: str | os.PathLike[str]) -> str:
-    """The archive name of a driver folder: derived from its path, so an executor finds it."""
-    return "sparkfield-dir-" + hashlib.sha1(str(path).encode()).hexdigest()[:16] + ".zip"
+def alias_of(path: str | os.PathLike[str], version: str | None = None) -> str:
+    """The archive name of a driver folder: derived from its path and the ``version`` of its
+    contents the driver names, so an executor finds it, and a folder changed in place within
+    one application is shipped again under a new name (Spark refuses a second archive of one
+    name)."""
+    key = str(path) if version is None else f"{path}\0{version}"
+    return "sparkfield-dir-" + hashlib.sha1(key.encode()).hexdigest()[:16] + ".zip"
 
 
 def content_hash(folder: Path) -> str:
@@ -49,24 +53,26 @@ def zip_dir(folder: Path, name: str) -> Path:
     return target
 
 
-def ship_dir(spark: SparkSession, folder: str | os.PathLike[str]) -> bool:
-    """Ship a driver-local ``folder`` to the executors when the master is not local. Returns
-    whether it was shipped (executors then read it through ``shipped_dir``)."""
+def ship_dir(spark: SparkSession, folder: str | os.PathLike[str],
+             version: str | None = None) -> bool:
+    """Ship a driver-local ``folder`` (its contents' ``version``, see :func:`alias_of`) to the
+    executors when the master is not local. Returns whether it was shipped (executors then
+    read it through ``shipped_dir`` with the same version)."""
     sc = spark.sparkContext
     if sc.master.startswith("local") or "://" in str(folder):
         return False
-    archive = zip_dir(Path(folder), alias_of(folder))
+    archive = zip_dir(Path(folder), alias_of(folder, version))
     if str(archive) not in {str(a).split("#")[0].removeprefix("file:")
                             for a in sc.listArchives}:
         sc.addArchive(str(archive))
     return True
 
 
-def shipped_dir(folder: str | os.PathLike[str]) -> Path:
+def shipped_dir(folder: str | os.PathLike[str], version: str | None = None) -> Path:
     """On an executor: the unpacked copy of a folder shipped by ``ship_dir`` when there is one,
     else ``folder`` itself (local mode, or a path every node sees)."""
     path = Path(folder)
-    name = alias_of(folder)
+    name = alias_of(folder, version)
     candidates = [Path.cwd() / name]
     try:
         from pyspark import SparkFiles

@@ -37,7 +37,7 @@ from sparkfield.core.ship import ship_dir
 from sparkfield.core.workers import in_worker
 from sparkfield.nlp.encoder import Split
 from sparkfield.nlp.engine import EngineSpec, worker_encoder
-from sparkfield.nlp.model import check_model_dir
+from sparkfield.nlp.model import check_model_dir, fingerprint
 
 MAX_REPEATED_IDS = 100_000
 EMBEDDING = "embedding"  # the job's embedding column; the stage's default output column
@@ -193,11 +193,12 @@ def ready(spark: SparkSession, spec: EngineSpec,
     export is cached."""
     if is_connect(spark):
         return spec
-    spec = dataclasses.replace(spec, folder=str(check_model_dir(spec.folder)))
+    folder = check_model_dir(spec.folder)
+    spec = dataclasses.replace(spec, folder=str(folder), version=fingerprint(folder))
     if spec.engine == "onnx" and spec.onnx_file is None:
         spec = exported(spec, on_rebuild)
     for path in spec.shipped_folders():
-        ship_dir(spark, path)  # executors off this machine get it as an archive
+        ship_dir(spark, path, spec.version)  # executors off this machine get it as an archive
     return spec
 
 

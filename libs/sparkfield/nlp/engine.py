@@ -51,6 +51,9 @@ class EngineSpec:
     task: str = "embedding"  # what the model computes (:data:`TASKS`)
     precision: str = "fp32"  # fp32, fp16 or bf16 (bf16 on a CPU: where it is native)
     function: str = "auto"  # logits -> scores of a sequence classifier
+    # the model's version (config and weights) when the driver checked the folder: a worker's
+    # encoder is kept per spec, so a model changed in place is loaded again, never reused
+    version: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -128,7 +131,8 @@ class EngineSpec:
     def folder_here(self) -> Path:
         """The model folder as this process sees it, checked: the executor's copy when the
         driver shipped it, else the folder itself, or the bundled model of this environment."""
-        return check_model_dir(shipped_dir(self.folder) if self.folder else None)
+        return check_model_dir(shipped_dir(self.folder, self.version) if self.folder
+                               else None)
 
     def shipped_folders(self) -> list[str]:
         """The driver folders the executors need: the model, and the folder of an ONNX
@@ -148,7 +152,7 @@ class EngineSpec:
         file = Path(self.onnx_file)
         if file.is_relative_to(self.folder):
             return folder / file.relative_to(self.folder)
-        return shipped_dir(file.parent) / file.name
+        return shipped_dir(file.parent, self.version) / file.name
 
 
 def _cuda_visible(gpus: list[str]) -> bool:

@@ -177,7 +177,8 @@ def _attention_spec(spark: SparkSession, p: EmbedParams, d: Derived, folder: Pat
     if not p.attention.enabled:
         return None
     spec = EngineSpec(engine.folder if engine else str(folder), "torch", "cpu",
-                      min(p.max_tokens, ATTENTION_MAX_TOKENS), threads=d.threads)
+                      min(p.max_tokens, ATTENTION_MAX_TOKENS), threads=d.threads,
+                      version=engine.version if engine else None)
     return spec if engine else ready(spark, spec)
 
 
