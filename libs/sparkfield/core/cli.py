@@ -198,14 +198,14 @@ def run_job(job: str, cfg: Config, output: str | None, limit: float | None,
         return _fail(str(exc), EXIT_LOCKED)
     except OSError as exc:
         return _fail(f"cannot take the lock beside --output {output}: {exc}", EXIT_BAD_INPUT)
-    try:
-        if lock is not None:
+    if lock is not None:
+        try:
             for line in recover_output(output):
                 log.warning("previous run was interrupted: %s", line)
-    except OSError as exc:  # the lock is not kept for a run that never started
-        lock.release()
-        return _fail(f"cannot clean up after an interrupted run beside --output {output}: "
-                     f"{exc}", EXIT_BAD_INPUT)
+        except OSError as exc:  # the lock is not kept for a run that never started
+            lock.release()
+            return _fail(f"cannot clean up after an interrupted run beside --output {output}: "
+                         f"{exc}", EXIT_BAD_INPUT)
     from pyspark.sql import SparkSession
 
     from sparkfield.core.progress import progress_lines
