@@ -10,7 +10,7 @@ AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 PY313_VENV  ?= .venv-py313
 PY313_STAMP := $(PY313_VENV)/.installed
 
-.PHONY: run test test-heavy test-py313 lint bench clean venv system-deps pack-env package param-tables
+.PHONY: run test test-heavy test-py313 lint bench clean venv system-deps pack-env package param-tables jar
 
 venv: $(STAMP)
 
@@ -68,6 +68,10 @@ pack-env:
 	./scripts/pack_env.sh --extras '$(EXTRAS)' --output '$(PACK_ENV)' $(PACK_ARGS)
 
 # the parameter tables of the job manuals (docs/jobs/), generated from the job schemas (libs/sparkfield/*/params.py)
+# the library's jar (Java functions under libs/jvm), kept in the repository: run after changing them
+jar: $(STAMP)
+	PY=$(PY) ./scripts/build_jar.sh
+
 param-tables:
 	PYTHONPATH=libs $(PY) scripts/param_tables.py
 

@@ -25,6 +25,7 @@ CONNECT_SUITE = [
     "tests/core/test_session_figures.py",
     "tests/core/test_practices_any_session.py",
     "tests/process/test_discover.py",
+    "tests/process/test_xes_jvm.py",  # the library's jar added as an artifact
     *(f"tests/process/test_from_frames.py::{name}" for name in (
         "test_ocel_from_frames_builds_the_log_its_rejects_and_views",
         "test_event_log_from_frames_builds_the_events_rejects_and_views")),

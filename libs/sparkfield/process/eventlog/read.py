@@ -53,14 +53,15 @@ def _read_parquet_log(spark: SparkSession, path: str) -> DataFrame:
 
 def read_log(spark: SparkSession, path: str, cols: Any, timezone: str = "UTC",
              one_range: bool = False, csv_multiline: bool = True,
-             csv_encoding: str = "utf-8") -> DataFrame:
+             csv_encoding: str = "utf-8", jvm: bool = False) -> DataFrame:
     """Raw rows with the event columns, ``timestamp_raw``, ``local_time_problem`` (a naive
     time ``timezone`` skips or repeats) and file order in ``row_order``;
     ``one_range``: a plain XES file read as one range (see :func:`read_xes`);
-    ``csv_multiline=False`` reads a CSV log line by line (splittable, no quoted line breaks)."""
+    ``csv_multiline=False`` reads a CSV log line by line (splittable, no quoted line breaks);
+    ``jvm``: a plain XES file of the common shape is parsed in the JVM (see :func:`read_xes`)."""
     fmt = log_format(path)
     if fmt == "xes":
-        raw = read_xes(spark, path, one_range=one_range, instants=True)
+        raw = read_xes(spark, path, one_range=one_range, instants=True, jvm=jvm)
         stamp = parse_timestamp(F.col(RAW_TS), T.StringType(), timezone, None)
         problem = local_time_problem(F.col(RAW_TS), T.StringType(), timezone, None)
         if INSTANT in raw.columns:  # read in the workers: Spark parses only the other times

@@ -54,9 +54,16 @@ _AFTER_EVENT = re.compile(_AFTER_EVENT_TEXT)
 # "<" starts a tag and '"' only opens and closes keys and values, so no match starts or ends
 # inside a key or value)
 _USUAL = re.compile('<[a-z]+ key="([^"]*)" value="([^"]*)"')
+# the log's end tag, which the last record holds after its trace
+LOG_CLOSE = re.compile(r"</(?:[\w.-]+:)?log>\s*$")
 SLOTS = ("concept:name", "time:timestamp", "org:resource", "lifecycle:transition")
 
 Events = list[dict[str, str]]
+
+
+def without_log_end(record: str) -> str:
+    """A trace record without the log's end tag, cut where the readers cut it."""
+    return LOG_CLOSE.sub("", record) if "</log" in record else record
 
 
 def trace_events(record: str) -> tuple[str, Events] | None:

@@ -18,6 +18,7 @@ from sparkfield.process.eventlog.events import (
     sample_cases,
 )
 from sparkfield.process.eventlog.read import read_log
+from sparkfield.process.eventlog.xes_jvm import needs_python_reader
 from sparkfield.process.eventlog.xes_split import needs_one_range
 from sparkfield.process.jobs.outputs import finish
 from sparkfield.process.jobs.params import (
@@ -37,25 +38,35 @@ def run(spark: SparkSession, cfg: Config) -> ProcessResult:
     dates = event_dates(p)
     if not p.log:
         raise ConfigError("process_mining needs --log PATH")
-    try:
-        return _mine_log(spark, p, dates, cfg)
-    except Exception as exc:
-        if not needs_one_range(exc):
-            raise
-    # nothing was written: the output's staging went with the failed attempt
-    return _mine_log(spark, p, dates, cfg, one_range=True)
+    # an XES log is read in the JVM, then by the Python reader where a trace is of a shape the
+    # JVM's does not read, then as one range where markup crosses a range's end; nothing was
+    # written by a failed attempt (the output's staging went with it)
+    jvm, one_range = True, False
+    while True:
+        try:
+            return _mine_log(spark, p, dates, cfg, one_range, jvm)
+        except Exception as exc:
+            if jvm and needs_python_reader(exc):
+                jvm = False
+            elif not one_range and needs_one_range(exc):
+                jvm, one_range = False, True
+            else:
+                raise
 
 
 def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
-              one_range: bool = False) -> ProcessResult:
+              one_range: bool = False, jvm: bool = False) -> ProcessResult:
     seed = cfg.practices.sample_seed
     report = RunReport("process_mining", params=report_params(p, seed))
+    if not jvm and not one_range and p.log.lower().endswith(".xes"):
+        report.note(f"{p.log}: a trace of a shape the JVM reader does not read: the log was "
+                    "read by the Python reader")
     if one_range:
         report.note(f"{p.log}: a comment, CDATA section or processing instruction holding "
                     "<trace crosses the end of a byte range: the log was read as one range")
     with report.step("read_log"):
         raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone, one_range,
-                                     p.csv_multiline, p.csv_encoding),
+                                     p.csv_multiline, p.csv_encoding, jvm),
                            p.sample, seed)
     classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
     return finish(spark, p, classified, F.lit("log"), report, {0: "log"},
