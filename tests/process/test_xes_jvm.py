@@ -1,20 +1,17 @@
 """The JVM's XES trace reader against the Python reader it stands in for: the same rows and
 instants on every record either reads, no answer where the Python reader has none, the same
-rows on a whole log, the Python reader where a later trace is of another shape, and a jar
-built from the sources in the repository."""
+rows on a whole log, and the Python reader where a later trace is of another shape."""
 
 from __future__ import annotations
 
 import json
 import random
-import zipfile
 
 import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from sparkfield.core.java_functions import DIGEST_KEY, JAR, source_digest
 from sparkfield.process.eventlog.iso_instants import iso_instants
 from sparkfield.process.eventlog.xes import read_xes_on_driver
 from sparkfield.process.eventlog.xes_fast import trace_events, without_log_end
@@ -35,23 +32,6 @@ SLOTS = ("concept:name", "time:timestamp", "org:resource", "lifecycle:transition
 
 def _plan(df) -> str:
     return df._jdf.queryExecution().toString()
-
-
-def _manifest(jar) -> dict[str, str]:
-    with zipfile.ZipFile(jar) as z:
-        text = z.read("META-INF/MANIFEST.MF").decode()
-    lines: list[str] = []
-    for line in text.splitlines():  # a line starting with a space continues the one before
-        if line.startswith(" ") and lines:
-            lines[-1] += line[1:]
-        elif line:
-            lines.append(line)
-    return dict(line.split(": ", 1) for line in lines)
-
-
-def test_the_jar_is_built_from_the_sources_in_the_repository():
-    assert JAR.is_file(), "run `make jar`"
-    assert _manifest(JAR)[DIGEST_KEY] == source_digest(), "the Java sources changed: `make jar`"
 
 
 def _python(record: str) -> list | None:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import pkgutil
 import sys
+import tempfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -31,19 +34,40 @@ def java_function(spark: SparkSession, name: str, class_name: str, return_type: 
     returning ``return_type`` (DDL); False where the session cannot load it."""
     if _register(spark, name, class_name, return_type):
         return True
-    if not JAR.is_file():
-        log.info("%s not installed: %s is read by its Python path", JAR, name)
+    jar = jar_file()
+    if jar is None:
+        log.info("%s not installed: %s is read by its Python path", JAR.name, name)
         return False
     try:
         if is_connect(spark):
-            spark.addArtifacts(str(JAR))
+            spark.addArtifacts(str(jar))
         else:
-            spark.sql(f"ADD JAR '{JAR}'")
+            spark.sql(f"ADD JAR '{jar}'")
     except Exception as exc:  # a server that refuses artifacts, a path with a quote
-        log.info("cannot add %s to the session (%s): %s is read by its Python path", JAR,
+        log.info("cannot add %s to the session (%s): %s is read by its Python path", jar,
                  str(exc).strip().splitlines()[0][:200], name)
         return False
     return _register(spark, name, class_name, return_type)
+
+
+def jar_file() -> Path | None:
+    """The jar as a file: the installed one, or where the library is imported from a zip
+    (``spark-submit --py-files``) a copy in the temporary folder, named by its digest."""
+    if JAR.is_file():
+        return JAR
+    try:
+        data = pkgutil.get_data("sparkfield", f"resources/jvm/{JAR.name}")
+    except OSError:
+        return None
+    if data is None:
+        return None
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    copy = Path(tempfile.gettempdir()) / f"sparkfield-jvm-{digest}.jar"
+    if not copy.is_file():
+        part = copy.with_name(f"{copy.name}.{os.getpid()}.part")
+        part.write_bytes(data)
+        os.replace(part, copy)  # whole or absent: another process may copy it at once
+    return copy
 
 
 def _register(spark: SparkSession, name: str, class_name: str, return_type: str) -> bool:
