@@ -10,7 +10,8 @@ PY="${PY:-.venv/bin/python}"
 command -v javac >/dev/null 2>&1 || { echo "javac (JDK 17+) is needed to build the jar" >&2; exit 1; }
 jars="$("$PY" -c 'import pathlib, pyspark; print(pathlib.Path(pyspark.__file__).parent / "jars")')"
 sources=$(find libs/jvm -name '*.java' | LC_ALL=C sort)
-digest=$("$PY" -m sparkfield.core.java_functions --source-digest)
+digest=$("$PY" -c 'import sys; sys.path.insert(0, "libs")
+from sparkfield.core.java_functions import source_digest; print(source_digest())')
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 javac --release 17 -Xlint:all,-path -Werror -cp "$jars/*" -d "$out/classes" $sources

@@ -7,6 +7,7 @@ made in this process, through the job's own ``main``, on the test session's loca
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -182,14 +183,18 @@ def test_event_log_object_centric_sqlite_from_executor_parts(cluster: Cluster, s
     assert tables[out] == tables[local]
 
 
-# parsed by the executors: the gzip log is decompressed by one and its traces dealt out to both
-@pytest.mark.parametrize("log", ["receipt.xes.gz"])
+# parsed by the executors: the gzip log is decompressed by one and its traces dealt out to both;
+# the plain log's byte ranges parsed in the JVM by the library's jar, which only the driver has
+@pytest.mark.parametrize("log", ["receipt.xes.gz", "roadtraffic100traces.xes"])
 def test_process_mining_on_a_shared_log(cluster: Cluster, spark, shared_data, log, tmp_path):
     src = cluster.shared / "logs" / log
     src.parent.mkdir(exist_ok=True)
     shutil.copy(shared_data / PM4PY / log, src)
     out = cluster.shared / f"pm_{log.replace('.', '_')}"
-    _ok(cluster.submit("process_mining", "--log", str(src), "--output", str(out)))
+    _ok(cluster.submit("process_mining", "--log", str(src), "--output", str(out),
+                       "--conf", "spark.sql.files.maxPartitionBytes=64k"))
+    notes = json.loads((out / "run_report.json").read_text())["notes"]
+    assert any("parsed in the JVM" in n for n in notes) == log.endswith(".xes"), notes
     # the oracle for the two tables compared: the local run skips what they do not need
     _local(spark, "process_mining", "--log", str(src), "--output", str(tmp_path / "local"),
            "--no-model", "--no-conformance", "--no-statistics")

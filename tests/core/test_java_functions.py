@@ -3,13 +3,17 @@ package, and found as a file where the library is imported from the zip spark-su
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from sparkfield.core.java_functions import DIGEST_KEY, JAR, source_digest
 from sparkfield.deploy.package import build_zip
+from tests.conftest import ROOT
 
 
 def _manifest(jar) -> dict[str, str]:
@@ -41,3 +45,26 @@ def test_the_jar_is_a_file_where_the_library_is_imported_from_its_zip(tmp_path):
     assert where.startswith(str(zipped))
     assert copy.startswith(str(tmp_path)) and copy.endswith(".jar")
     assert Path(copy).read_bytes() == JAR.read_bytes()
+
+
+@pytest.mark.slow
+def test_make_jar_builds_the_jar_from_the_sources(tmp_path):
+    """`make jar` as the docs give it, in a copy of the checkout: a jar of the same classes,
+    its manifest naming the sources' digest."""
+    for name in ("Makefile", "pyproject.toml", "scripts/build_jar.sh"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "libs" / "jvm", tmp_path / "libs" / "jvm")
+    shutil.copytree(ROOT / "libs" / "sparkfield", tmp_path / "libs" / "sparkfield",
+                    ignore=shutil.ignore_patterns("__pycache__", "resources"))
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    (tmp_path / ".venv" / ".installed").touch()  # the venv is made: make builds the jar only
+    res = subprocess.run(["make", "jar"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    built = tmp_path / "libs" / "sparkfield" / "resources" / "jvm" / JAR.name
+    assert _manifest(built)[DIGEST_KEY] == _manifest(JAR)[DIGEST_KEY]
+    with zipfile.ZipFile(built) as new, zipfile.ZipFile(JAR) as kept:
+        assert sorted(new.namelist()) == sorted(kept.namelist())

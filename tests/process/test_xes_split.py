@@ -45,15 +45,16 @@ def _rows(df) -> pd.DataFrame:
     return pdf
 
 
-def assert_same_as_driver(spark, path: Path) -> int:
+def assert_same_as_driver(spark, path: Path, jvm: bool = False) -> int:
+    """The executors' rows equal the driver reader's; ``jvm``: those parsed in the JVM too."""
     want = _rows(read_xes_on_driver(spark, str(path)))
-    got_df = read_xes(spark, str(path), partitions=3)
-    got = _rows(got_df)
     # file order: the driver numbers events 0, 1, 2...; the split reader's numbers increase
     assert want["row_order"].tolist() == list(range(len(want)))
-    pd.testing.assert_frame_equal(got.drop(columns="row_order"),
-                                  want.drop(columns="row_order"))
-    return len(got)
+    for in_jvm in {False, jvm}:
+        got = _rows(read_xes(spark, str(path), partitions=3, jvm=in_jvm))
+        pd.testing.assert_frame_equal(got.drop(columns="row_order"),
+                                      want.drop(columns="row_order"))
+    return len(want)
 
 
 def test_plain_file_read_in_many_ranges_equals_the_driver_reader(spark):
@@ -77,11 +78,12 @@ def test_every_reference_log_equals_the_driver_reader(spark, shared_data, tmp_pa
     assert len(logs) >= 9
     with split_every(spark, "1m"):
         for log in logs:
-            assert assert_same_as_driver(spark, log) > 0, log.name
-        # the largest log uncompressed: a plain file in many ranges
+            assert assert_same_as_driver(spark, log, jvm=True) > 0, log.name
+        # the largest log uncompressed: a plain file in many ranges, parsed in Python workers
+        # and in the JVM
         plain = tmp_path / "bpic2012.xes"
         plain.write_bytes(gzip.decompress((folder / "bpic2012.xes.gz").read_bytes()))
-        assert assert_same_as_driver(spark, plain) == 262200
+        assert assert_same_as_driver(spark, plain, jvm=True) == 262200
 
 
 def _bad_trace_log(tmp_path: Path, traces: int = 40) -> tuple[Path, int]:

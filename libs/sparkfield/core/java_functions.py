@@ -13,7 +13,6 @@ import hashlib
 import logging
 import os
 import pkgutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -84,7 +83,3 @@ def source_digest(root: Path = SOURCES) -> str:
     for path in sorted(root.rglob("*.java"), key=lambda p: p.relative_to(root).as_posix()):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
-
-
-if __name__ == "__main__" and sys.argv[1:] == ["--source-digest"]:
-    print(source_digest())

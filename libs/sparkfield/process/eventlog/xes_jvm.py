@@ -21,6 +21,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sparkfield.core.connect import is_connect
 from sparkfield.core.java_functions import java_function
 from sparkfield.process.eventlog.events import RAW_TS
 from sparkfield.process.eventlog.schema import (
@@ -50,6 +51,14 @@ def needs_python_reader(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def parsed_in_jvm(rows: DataFrame) -> bool:
+    """Whether rows of :func:`~sparkfield.process.eventlog.xes_split.read_xes` are parsed in
+    the JVM (a classic session's plan holds the Java function)."""
+    if is_connect(rows.sparkSession):
+        return False
+    return FUNCTION in rows._jdf.queryExecution().logical().toString()
 
 
 def common_shape(records: list[str]) -> bool:

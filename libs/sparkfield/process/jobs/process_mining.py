@@ -18,7 +18,7 @@ from sparkfield.process.eventlog.events import (
     sample_cases,
 )
 from sparkfield.process.eventlog.read import read_log
-from sparkfield.process.eventlog.xes_jvm import needs_python_reader
+from sparkfield.process.eventlog.xes_jvm import needs_python_reader, parsed_in_jvm
 from sparkfield.process.eventlog.xes_split import needs_one_range
 from sparkfield.process.jobs.outputs import finish
 from sparkfield.process.jobs.params import (
@@ -65,9 +65,11 @@ def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
         report.note(f"{p.log}: a comment, CDATA section or processing instruction holding "
                     "<trace crosses the end of a byte range: the log was read as one range")
     with report.step("read_log"):
-        raw = sample_cases(read_log(spark, p.log, p.columns, p.timezone, one_range,
-                                     p.csv_multiline, p.csv_encoding, jvm),
-                           p.sample, seed)
+        rows = read_log(spark, p.log, p.columns, p.timezone, one_range, p.csv_multiline,
+                        p.csv_encoding, jvm)
+        if parsed_in_jvm(rows):
+            report.note(f"{p.log}: traces parsed in the JVM")
+        raw = sample_cases(rows, p.sample, seed)
     classified = classify(raw, dates.min_timestamp, dates.max_timestamp, dedupe=p.dedupe)
     return finish(spark, p, classified, F.lit("log"), report, {0: "log"},
                   cfg.practices.skew_ratio_threshold, p.log, timezone=p.timezone,
