@@ -67,11 +67,11 @@ PACK_ENV ?= build/sparkfield-env.tar.gz
 pack-env:
 	./scripts/pack_env.sh --extras '$(EXTRAS)' --output '$(PACK_ENV)' $(PACK_ARGS)
 
-# the parameter tables of the job manuals (docs/jobs/), generated from the job schemas (libs/sparkfield/*/params.py)
 # the library's jar (Java functions under libs/jvm), kept in the repository: run after changing them
 jar: $(STAMP)
 	PY=$(PY) ./scripts/build_jar.sh
 
+# the parameter tables of the job manuals (docs/jobs/), generated from the job schemas (libs/sparkfield/*/params.py)
 param-tables:
 	PYTHONPATH=libs $(PY) scripts/param_tables.py
 

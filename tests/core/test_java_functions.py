@@ -3,6 +3,7 @@ package, and found as a file where the library is imported from the zip spark-su
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -57,10 +58,14 @@ def test_make_jar_builds_the_jar_from_the_sources(tmp_path):
     shutil.copytree(ROOT / "libs" / "jvm", tmp_path / "libs" / "jvm")
     shutil.copytree(ROOT / "libs" / "sparkfield", tmp_path / "libs" / "sparkfield",
                     ignore=shutil.ignore_patterns("__pycache__", "resources"))
+    # a venv make takes as made (its stamp newer than pyproject.toml), whose python is this
+    # one: make builds the jar only and never installs into this venv
+    os.utime(tmp_path / "pyproject.toml", (0, 0))
     venv_bin = tmp_path / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
-    (venv_bin / "python").symlink_to(sys.executable)
-    (tmp_path / ".venv" / ".installed").touch()  # the venv is made: make builds the jar only
+    (venv_bin / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (venv_bin / "python").chmod(0o755)
+    (tmp_path / ".venv" / ".installed").touch()
     res = subprocess.run(["make", "jar"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
