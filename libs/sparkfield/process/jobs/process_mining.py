@@ -41,29 +41,29 @@ def run(spark: SparkSession, cfg: Config) -> ProcessResult:
     # an XES log is read in the JVM, then by the Python reader where a trace is of a shape the
     # JVM's does not read, then as one range where markup crosses a range's end; nothing was
     # written by a failed attempt (the output's staging went with it)
-    jvm, one_range = True, False
+    jvm, one_range, why = True, False, ""
     while True:
         try:
-            return _mine_log(spark, p, dates, cfg, one_range, jvm)
+            return _mine_log(spark, p, dates, cfg, one_range, jvm, why)
         except Exception as exc:
             if jvm and needs_python_reader(exc):
-                jvm = False
+                jvm, why = False, (f"{p.log}: a trace of a shape the JVM reader does not read: "
+                                   "the log was read by the Python reader")
             elif not one_range and needs_one_range(exc):
                 jvm, one_range = False, True
+                why = (f"{p.log}: a comment, CDATA section or processing instruction holding "
+                       "<trace crosses the end of a byte range: the log was read as one range")
             else:
                 raise
 
 
 def _mine_log(spark: SparkSession, p: Any, dates: EventDates, cfg: Config,
-              one_range: bool = False, jvm: bool = False) -> ProcessResult:
+              one_range: bool = False, jvm: bool = False, why: str = "") -> ProcessResult:
+    """One attempt at the run; ``why``: the note saying why the log is read again."""
     seed = cfg.practices.sample_seed
     report = RunReport("process_mining", params=report_params(p, seed))
-    if not jvm and not one_range and p.log.lower().endswith(".xes"):
-        report.note(f"{p.log}: a trace of a shape the JVM reader does not read: the log was "
-                    "read by the Python reader")
-    if one_range:
-        report.note(f"{p.log}: a comment, CDATA section or processing instruction holding "
-                    "<trace crosses the end of a byte range: the log was read as one range")
+    if why:
+        report.note(why)
     with report.step("read_log"):
         rows = read_log(spark, p.log, p.columns, p.timezone, one_range, p.csv_multiline,
                         p.csv_encoding, jvm)
